@@ -1,0 +1,1 @@
+//! VLLMService API types.

@@ -1,0 +1,1 @@
+//! The VLLMService controller.

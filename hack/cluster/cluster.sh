@@ -1,0 +1,252 @@
+#!/usr/bin/env bash
+# A real local Kubernetes control plane for tests and the quickstart:
+# etcd, kube-apiserver (TLS, RBAC, service-account keys), kube-controller-manager,
+# kube-scheduler and kwok managing fake GPU nodes. No containers run: kwok
+# only plays the kubelet's part in the API.
+#
+#   cluster.sh up [--nodes N]   start (or reuse a healthy running) cluster
+#   cluster.sh down             stop every component; leaves no process behind
+#   cluster.sh status           exit 0 when the cluster answers
+#   cluster.sh env              print `export KUBECONFIG=...`
+#
+# State (certificates, kubeconfig, logs, pids) lives in $VLLM_CLUSTER_DIR,
+# by default <repo>/target/cluster. Ports are chosen free at every start.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib.sh
+source "$here/lib.sh"
+repo=$(cd "$here/../.." && pwd)
+dir=${VLLM_CLUSTER_DIR:-$repo/target/cluster}
+nodes=${VLLM_CLUSTER_NODES:-4}
+gpus_per_node=${VLLM_CLUSTER_GPUS:-8}
+kubeconfig=$dir/kubeconfig
+
+# Every component runs in its own session; its pid (= process group) is recorded here.
+pids_file() { echo "$dir/pids"; }
+
+stop_all() {
+  local f; f=$(pids_file)
+  [ -f "$f" ] || return 0
+  local pids; pids=$(awk '{print $2}' "$f" | tac)
+  for p in $pids; do kill -TERM -- "-$p" 2>/dev/null || true; done
+  for _ in $(seq 1 50); do
+    local alive=0
+    for p in $pids; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ $alive = 0 ] && break
+    sleep 0.1
+  done
+  for p in $pids; do kill -KILL -- "-$p" 2>/dev/null || true; done
+  rm -f "$f"
+}
+
+healthy() {
+  [ -f "$kubeconfig" ] && [ -f "$(pids_file)" ] || return 1
+  local p
+  for p in $(awk '{print $2}' "$(pids_file)"); do kill -0 "$p" 2>/dev/null || return 1; done
+  kubectl --kubeconfig "$kubeconfig" --request-timeout=5s get --raw /readyz >/dev/null 2>&1
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# start NAME CMD...: runs CMD in its own session with output to logs/NAME.log.
+start() {
+  local name=$1; shift
+  setsid "$@" >"$dir/logs/$name.log" 2>&1 < /dev/null &
+  echo "$name $!" >>"$(pids_file)"
+}
+
+fail_start() {
+  local name=$1 why=$2
+  echo "local-cluster: error: $name $why; last lines of $dir/logs/$name.log:" >&2
+  tail -n 15 "$dir/logs/$name.log" >&2 || true
+  stop_all
+  exit 1
+}
+
+# wait_for NAME TIMEOUT CHECK...: waits until CHECK succeeds, failing fast if NAME died.
+wait_for() {
+  local name=$1 timeout=$2; shift 2
+  local pid; pid=$(awk -v n="$name" '$1==n {print $2}' "$(pids_file)")
+  local deadline=$((SECONDS + timeout))
+  until "$@" >/dev/null 2>&1; do
+    kill -0 "$pid" 2>/dev/null || fail_start "$name" "exited during start"
+    [ $SECONDS -lt $deadline ] || fail_start "$name" "did not become ready within ${timeout}s"
+    sleep 0.2
+  done
+}
+
+make_pki() {
+  local pki=$dir/pki
+  [ -f "$pki/.complete" ] && return 0
+  rm -rf "$pki"; mkdir -p "$pki"
+  (
+    cd "$pki"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 \
+      -subj "/CN=vllm-operator-local-ca" 2>/dev/null
+    cat >san.cnf <<EOF
+[v3]
+subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local
+extendedKeyUsage=serverAuth
+EOF
+    printf '[v3]\nextendedKeyUsage=clientAuth\n' >client.cnf
+    openssl req -newkey rsa:2048 -nodes -keyout apiserver.key -out apiserver.csr -subj "/CN=kube-apiserver" 2>/dev/null
+    openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out apiserver.crt \
+      -days 3650 -extfile san.cnf -extensions v3 2>/dev/null
+    for who in "admin:/O=system:masters/CN=kubernetes-admin" \
+               "controller-manager:/CN=system:kube-controller-manager" \
+               "scheduler:/CN=system:kube-scheduler"; do
+      local n=${who%%:*} subj=${who#*:}
+      openssl req -newkey rsa:2048 -nodes -keyout "$n.key" -out "$n.csr" -subj "$subj" 2>/dev/null
+      openssl x509 -req -in "$n.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -out "$n.crt" \
+        -days 3650 -extfile client.cnf -extensions v3 2>/dev/null
+    done
+    openssl genrsa -out sa.key 2048 2>/dev/null
+    openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+    touch .complete
+  ) || die "creating certificates with openssl failed in $pki"
+}
+
+write_kubeconfig() { # file user port
+  local file=$1 user=$2 port=$3 pki=$dir/pki
+  cat >"$file" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: vllm-local
+  cluster:
+    server: https://127.0.0.1:$port
+    certificate-authority: $pki/ca.crt
+users:
+- name: $user
+  user:
+    client-certificate: $pki/$user.crt
+    client-key: $pki/$user.key
+contexts:
+- name: vllm-local
+  context: {cluster: vllm-local, user: $user}
+current-context: vllm-local
+EOF
+}
+
+node_manifest() { # index
+  cat <<EOF
+apiVersion: v1
+kind: Node
+metadata:
+  name: gpu-node-$1
+  annotations:
+    kwok.x-k8s.io/node: fake
+    node.alpha.kubernetes.io/ttl: "0"
+  labels:
+    kubernetes.io/hostname: gpu-node-$1
+    kubernetes.io/os: linux
+    kubernetes.io/arch: amd64
+    node-role.kubernetes.io/gpu: ""
+    type: kwok
+    nvidia.com/gpu.present: "true"
+status:
+  allocatable: {cpu: "32", memory: 256Gi, pods: "110", nvidia.com/gpu: "$gpus_per_node"}
+  capacity: {cpu: "32", memory: 256Gi, pods: "110", nvidia.com/gpu: "$gpus_per_node"}
+  nodeInfo: {architecture: amd64, kubeletVersion: fake, operatingSystem: linux}
+  phase: Running
+EOF
+}
+
+up() {
+  if healthy; then
+    echo "local-cluster: reusing the running cluster ($kubeconfig)" >&2
+    return 0
+  fi
+  stop_all  # a previous cluster from this directory that is half up: never leak it
+  local bin; bin=$("$here/build.sh")
+  local t0=$SECONDS
+  rm -rf "$dir/etcd-data" "$dir/logs"; mkdir -p "$dir/logs"
+  : >"$(pids_file)"
+  make_pki
+  local pki=$dir/pki
+  local etcd_port etcd_peer api_port kcm_port sched_port kwok_port
+  etcd_port=$(free_port); etcd_peer=$(free_port); api_port=$(free_port)
+  kcm_port=$(free_port); sched_port=$(free_port); kwok_port=$(free_port)
+
+  start etcd "$bin/etcd" --data-dir "$dir/etcd-data" --name local \
+    --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+    --listen-peer-urls "http://127.0.0.1:$etcd_peer" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
+    --initial-cluster "local=http://127.0.0.1:$etcd_peer" --unsafe-no-fsync --quota-backend-bytes 4294967296 \
+    --listen-metrics-urls "" --log-level warn
+  wait_for etcd 30 curl -sf "http://127.0.0.1:$etcd_port/health"
+
+  start kube-apiserver "$bin/kube-apiserver" \
+    --etcd-servers "http://127.0.0.1:$etcd_port" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
+    --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
+    --client-ca-file "$pki/ca.crt" \
+    --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
+    --service-account-issuer https://kubernetes.default.svc.cluster.local \
+    --api-audiences https://kubernetes.default.svc.cluster.local \
+    --authorization-mode RBAC --service-cluster-ip-range 10.96.0.0/16 \
+    --allow-privileged=true --endpoint-reconciler-type none \
+    --max-requests-inflight 2000 --max-mutating-requests-inflight 1000 \
+    --enable-priority-and-fairness=false
+  write_kubeconfig "$dir/admin.kubeconfig" admin "$api_port"
+  write_kubeconfig "$dir/controller-manager.kubeconfig" controller-manager "$api_port"
+  write_kubeconfig "$dir/scheduler.kubeconfig" scheduler "$api_port"
+  wait_for kube-apiserver 60 kubectl --kubeconfig "$dir/admin.kubeconfig" --request-timeout=2s get --raw /readyz
+
+  start kube-controller-manager "$bin/kube-controller-manager" \
+    --kubeconfig "$dir/controller-manager.kubeconfig" \
+    --authentication-kubeconfig "$dir/controller-manager.kubeconfig" \
+    --authorization-kubeconfig "$dir/controller-manager.kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port "$kcm_port" --leader-elect=false \
+    --controllers '*' --use-service-account-credentials=false \
+    --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
+    --kube-api-qps 500 --kube-api-burst 1000 --concurrent-deployment-syncs 20 \
+    --concurrent-replicaset-syncs 20 --concurrent-gc-syncs 40
+  start kube-scheduler "$bin/kube-scheduler" \
+    --kubeconfig "$dir/scheduler.kubeconfig" \
+    --authentication-kubeconfig "$dir/scheduler.kubeconfig" \
+    --authorization-kubeconfig "$dir/scheduler.kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port "$sched_port" --leader-elect=false \
+    --kube-api-qps 500 --kube-api-burst 1000
+  start kwok "$bin/kwok" --kubeconfig "$dir/admin.kubeconfig" \
+    --manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
+    --disregard-status-with-annotation-selector kwok.x-k8s.io/status=custom \
+    --cidr 10.0.0.1/16 --node-ip 10.0.0.1 --node-port 10250 \
+    --server-address "127.0.0.1:$kwok_port" --config "$here/kwok-stages.yaml"
+
+  local k="kubectl --kubeconfig $dir/admin.kubeconfig"
+  local i
+  for i in $(seq 0 $((nodes - 1))); do node_manifest "$i"; echo '---'; done \
+    | $k apply -f - >/dev/null || fail_start kube-apiserver "refused the fake nodes"
+  wait_for kube-controller-manager 60 \
+    bash -c "$k -n default get serviceaccount default"
+  wait_for kwok 60 \
+    bash -c "[ \$($k get nodes --no-headers 2>/dev/null | grep -cw Ready) -ge $nodes ]"
+  cp "$dir/admin.kubeconfig" "$kubeconfig"
+  echo "local-cluster: up in $((SECONDS - t0))s with $nodes fake GPU nodes ($gpus_per_node nvidia.com/gpu each); KUBECONFIG=$kubeconfig" >&2
+}
+
+case "${1:-}" in
+  up)
+    shift
+    while [ $# -gt 0 ]; do
+      case $1 in
+        --nodes) nodes=$2; shift 2 ;;
+        *) die "unknown option $1 (usage: cluster.sh up [--nodes N])" ;;
+      esac
+    done
+    mkdir -p "$dir"
+    # One start at a time per state directory, so two test binaries never race.
+    exec 9>"$dir.lock"
+    flock 9
+    up
+    ;;
+  down)
+    mkdir -p "$dir"; exec 9>"$dir.lock"; flock 9
+    stop_all; rm -f "$kubeconfig"
+    echo "local-cluster: stopped" >&2 ;;
+  status) healthy ;;
+  env) echo "export KUBECONFIG=$kubeconfig" ;;
+  *) echo "usage: $0 up [--nodes N] | down | status | env" >&2; exit 2 ;;
+esac

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The project's test command (README, .ci/run): lint, build the local control
+# plane (cached per machine), start it, run every test against it, stop it.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+
+echo "== cargo fmt --check" >&2
+cargo fmt --all -- --check
+echo "== cargo clippy --all-targets -- -D warnings" >&2
+cargo clippy --workspace --all-targets -- -D warnings
+
+echo "== local control plane" >&2
+# A fresh cluster for the run; stopped however the run ends.
+hack/cluster/cluster.sh down >/dev/null 2>&1 || true
+trap 'hack/cluster/cluster.sh down' EXIT
+hack/cluster/cluster.sh up
+
+echo "== cargo test" >&2
+cargo test --workspace --no-fail-fast "$@"
