@@ -1,1 +1,12 @@
-//! The VLLMService controller.
+//! The VLLMService controller: read → validate → build → apply → status.
+
+pub mod apply;
+pub mod build;
+pub mod conditions;
+pub mod controller;
+pub mod diagnose;
+pub mod error;
+pub mod metrics;
+pub mod names;
+pub mod reconcile;
+pub mod status;

@@ -1,0 +1,191 @@
+//! The vLLM Deployment (SPEC section 3).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::{
+    api::{
+        apps::v1::{Deployment, DeploymentSpec},
+        core::v1::{
+            Container, ContainerPort, EmptyDirVolumeSource, HTTPGetAction,
+            PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec, Probe as CoreProbe,
+            Volume, VolumeMount,
+        },
+    },
+    apimachinery::pkg::{
+        api::resource::Quantity,
+        apis::meta::v1::{LabelSelector, ObjectMeta},
+        util::intstr::IntOrString,
+    },
+};
+use vllmservice_api::{Probe, ProbeKind, VLLMService};
+
+use crate::names;
+
+pub const CONTAINER_NAME: &str = "vllm";
+pub const PORT_NAME: &str = "http";
+pub const MODEL_VOLUME: &str = "model-storage";
+pub const SHM_VOLUME: &str = "dshm";
+/// Size of the memory-backed /dev/shm when `spec.shmSize` is unset (as in vLLM's
+/// own Kubernetes guide). It counts against the pod's memory.
+pub const SHM_DEFAULT_SIZE: &str = "2Gi";
+
+/// The vLLM server arguments, in SPEC order, then tensor parallelism, then the user's extra args.
+pub fn vllm_args(vs: &VLLMService) -> Vec<String> {
+    let s = &vs.spec;
+    let e = &s.engine_args;
+    let mut args = vec![
+        "--model".to_string(),
+        s.model_path.clone(),
+        "--served-model-name".into(),
+        s.model_name.clone(),
+        "--host".into(),
+        "0.0.0.0".into(),
+        "--port".into(),
+        s.port.to_string(),
+        "--dtype".into(),
+        e.dtype.as_str().into(),
+        "--max-model-len".into(),
+        e.max_model_len.to_string(),
+        "--gpu-memory-utilization".into(),
+        e.gpu_memory_utilization.clone(),
+        "--max-num-seqs".into(),
+        e.max_num_seqs.to_string(),
+    ];
+    if let Some(tp) = e.tensor_parallel_size {
+        args.extend(["--tensor-parallel-size".to_string(), tp.to_string()]);
+    }
+    args.extend(e.extra_args.iter().cloned());
+    args
+}
+
+/// An HTTP GET probe on the `http` port when `on`.
+fn probe<K: ProbeKind>(p: &Probe<K>, on: bool) -> Option<CoreProbe> {
+    on.then(|| CoreProbe {
+        http_get: Some(HTTPGetAction {
+            path: Some(p.path.clone()),
+            port: IntOrString::String(PORT_NAME.into()),
+            ..HTTPGetAction::default()
+        }),
+        initial_delay_seconds: Some(p.initial_delay_seconds),
+        period_seconds: Some(p.period_seconds),
+        timeout_seconds: Some(p.timeout_seconds),
+        failure_threshold: Some(p.failure_threshold),
+        ..CoreProbe::default()
+    })
+}
+
+fn non_empty<K: Ord, V>(m: &BTreeMap<K, V>) -> Option<BTreeMap<K, V>>
+where
+    BTreeMap<K, V>: Clone,
+{
+    (!m.is_empty()).then(|| m.clone())
+}
+
+fn non_empty_vec<T: Clone>(v: &[T]) -> Option<Vec<T>> {
+    (!v.is_empty()).then(|| v.to_vec())
+}
+
+/// The Deployment for `vs`.
+pub fn deployment(vs: &VLLMService) -> Deployment {
+    let s = &vs.spec;
+    let container = Container {
+        name: CONTAINER_NAME.into(),
+        image: Some(s.image.clone()),
+        image_pull_policy: Some("IfNotPresent".into()),
+        args: Some(vllm_args(vs)),
+        ports: Some(vec![ContainerPort {
+            name: Some(PORT_NAME.into()),
+            container_port: s.port,
+            protocol: Some("TCP".into()),
+            ..ContainerPort::default()
+        }]),
+        env: non_empty_vec(&s.env),
+        resources: s.resources.clone(),
+        volume_mounts: Some(vec![
+            VolumeMount {
+                name: MODEL_VOLUME.into(),
+                mount_path: s.storage.mount_path.clone(),
+                read_only: Some(s.storage.read_only),
+                sub_path: s.storage.sub_path.clone(),
+                ..VolumeMount::default()
+            },
+            VolumeMount {
+                name: SHM_VOLUME.into(),
+                mount_path: "/dev/shm".into(),
+                ..VolumeMount::default()
+            },
+        ]),
+        // Without a startup/readiness probe a model server is "Ready" before the
+        // model has loaded, so both are on unless explicitly disabled.
+        startup_probe: probe(&s.startup_probe, s.startup_probe.enabled != Some(false)),
+        readiness_probe: probe(&s.readiness_probe, s.readiness_probe.enabled != Some(false)),
+        liveness_probe: probe(&s.liveness_probe, s.liveness_probe.enabled == Some(true)),
+        ..Container::default()
+    };
+    let pod = PodSpec {
+        containers: vec![container],
+        volumes: Some(vec![
+            Volume {
+                name: MODEL_VOLUME.into(),
+                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                    claim_name: s.storage.pvc_name.clone(),
+                    read_only: Some(s.storage.read_only),
+                }),
+                ..Volume::default()
+            },
+            Volume {
+                name: SHM_VOLUME.into(),
+                empty_dir: Some(EmptyDirVolumeSource {
+                    medium: Some("Memory".into()),
+                    size_limit: Some(
+                        s.shm_size
+                            .clone()
+                            .unwrap_or_else(|| Quantity(SHM_DEFAULT_SIZE.into())),
+                    ),
+                }),
+                ..Volume::default()
+            },
+        ]),
+        scheduler_name: Some(
+            s.scheduler_name
+                .clone()
+                .unwrap_or_else(|| "default-scheduler".into()),
+        ),
+        runtime_class_name: s.runtime_class_name.clone(),
+        node_selector: non_empty(&s.node_selector),
+        host_ipc: s.host_ipc.then_some(true),
+        restart_policy: Some("Always".into()),
+        dns_policy: Some("ClusterFirst".into()),
+        termination_grace_period_seconds: Some(30),
+        // Service links would inject VLLM_PORT=tcp://... for any Service named vllm*,
+        // which collides with vLLM's own VLLM_* settings (SPEC section 7).
+        enable_service_links: Some(false),
+        tolerations: non_empty_vec(&s.tolerations),
+        affinity: s.affinity.clone(),
+        image_pull_secrets: non_empty_vec(&s.image_pull_secrets),
+        service_account_name: s.service_account_name.clone(),
+        ..PodSpec::default()
+    };
+    Deployment {
+        metadata: names::child_meta(vs),
+        spec: Some(DeploymentSpec {
+            replicas: Some(s.replicas),
+            selector: LabelSelector {
+                match_labels: Some(names::selector_labels(vs)),
+                ..LabelSelector::default()
+            },
+            revision_history_limit: Some(10),
+            progress_deadline_seconds: Some(600),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(names::object_labels(vs)),
+                    annotations: non_empty(&s.pod_annotations),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(pod),
+            },
+            ..DeploymentSpec::default()
+        }),
+        status: None,
+    }
+}

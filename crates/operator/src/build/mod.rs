@@ -1,0 +1,9 @@
+//! Pure builders: a VLLMService in, the objects that should exist out.
+//! No client, no clock, no randomness: the same spec always builds the same
+//! objects, which is what makes "apply only what differs" possible.
+
+mod deployment;
+mod service;
+
+pub use deployment::{SHM_DEFAULT_SIZE, deployment, vllm_args};
+pub use service::service;

@@ -1,0 +1,74 @@
+//! Names, labels, selectors and owner references of the children: made here
+//! and nowhere else.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::{Resource, ResourceExt};
+use vllmservice_api::VLLMService;
+
+pub const NAME_LABEL: &str = "app.kubernetes.io/name";
+pub const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+pub const NAME_VALUE: &str = "vllmservice";
+pub const MANAGED_BY_VALUE: &str = "vllmservice-operator";
+
+/// The label selector string that finds every object this operator manages.
+pub fn managed_selector() -> String {
+    format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}")
+}
+
+/// The stable, immutable selector of the Deployment and Service: set once, never changed.
+pub fn selector_labels(vs: &VLLMService) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (NAME_LABEL.to_string(), NAME_VALUE.to_string()),
+        (INSTANCE_LABEL.to_string(), vs.name_any()),
+    ])
+}
+
+/// `selector_labels` as a label selector string (for the scale subresource and pod lists).
+pub fn selector_string(vs: &VLLMService) -> String {
+    selector_labels(vs)
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Labels of every child object: the user's `spec.labels`, then the operator's
+/// keys, which win over user keys of the same name.
+pub fn object_labels(vs: &VLLMService) -> BTreeMap<String, String> {
+    let mut labels = vs.spec.labels.clone();
+    labels.extend(selector_labels(vs));
+    labels.insert(MANAGED_BY_LABEL.into(), MANAGED_BY_VALUE.into());
+    labels
+}
+
+/// Every child has the VLLMService's name.
+pub fn child_name(vs: &VLLMService) -> String {
+    vs.name_any()
+}
+
+/// The controller owner reference to `vs`.
+pub fn owner_reference(vs: &VLLMService) -> OwnerReference {
+    vs.controller_owner_ref(&())
+        .expect("a VLLMService read from the API server has a name and uid")
+}
+
+/// Metadata of a child: name, namespace, labels and the controller owner reference.
+pub fn child_meta(vs: &VLLMService) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(child_name(vs)),
+        namespace: vs.namespace(),
+        labels: Some(object_labels(vs)),
+        owner_references: Some(vec![owner_reference(vs)]),
+        ..ObjectMeta::default()
+    }
+}
+
+/// The VLLMService a child or pod belongs to, read from its instance label.
+pub fn instance_of(labels: &BTreeMap<String, String>) -> Option<&str> {
+    (labels.get(NAME_LABEL).map(String::as_str) == Some(NAME_VALUE))
+        .then(|| labels.get(INSTANCE_LABEL).map(String::as_str))
+        .flatten()
+}
