@@ -53,7 +53,8 @@ free_port() {
 # start NAME CMD...: runs CMD in its own session with output to logs/NAME.log.
 start() {
   local name=$1; shift
-  setsid "$@" >"$dir/logs/$name.log" 2>&1 < /dev/null &
+  # 9>&-: the components must not inherit (and so hold) the start lock.
+  setsid "$@" >"$dir/logs/$name.log" 2>&1 </dev/null 9>&- &
   echo "$name $!" >>"$(pids_file)"
 }
 
@@ -199,7 +200,7 @@ up() {
     --authentication-kubeconfig "$dir/controller-manager.kubeconfig" \
     --authorization-kubeconfig "$dir/controller-manager.kubeconfig" \
     --bind-address 127.0.0.1 --secure-port "$kcm_port" --leader-elect=false \
-    --controllers '*' --use-service-account-credentials=false \
+    --controllers '*' --use-service-account-credentials=true \
     --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
     --kube-api-qps 500 --kube-api-burst 1000 --concurrent-deployment-syncs 20 \
     --concurrent-replicaset-syncs 20 --concurrent-gc-syncs 40
@@ -239,11 +240,12 @@ case "${1:-}" in
     mkdir -p "$dir"
     # One start at a time per state directory, so two test binaries never race.
     exec 9>"$dir.lock"
-    flock 9
+    flock -w 600 9 || die "another start holds $dir.lock for 10 minutes; is a build stuck?"
     up
     ;;
   down)
-    mkdir -p "$dir"; exec 9>"$dir.lock"; flock 9
+    mkdir -p "$dir"; exec 9>"$dir.lock"
+    flock -w 120 9 || die "another start holds $dir.lock; try again when it finishes"
     stop_all; rm -f "$kubeconfig"
     echo "local-cluster: stopped" >&2 ;;
   status) healthy ;;

@@ -1,1 +1,33 @@
-//! VLLMService API types.
+//! The `VLLMService` custom resource: Rust types, defaults, validation and CRD generation.
+//!
+//! No client I/O happens here; the operator crate reads and writes these types.
+
+pub mod rules;
+mod schema;
+pub mod v1alpha1;
+pub mod validate;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+
+pub use v1alpha1::*;
+pub use validate::{FieldError, InvalidSpec, validate, validate_spec};
+
+/// The command that regenerates the checked-in CRD, named in its header and in the drift test.
+pub const CRD_REGENERATE_COMMAND: &str =
+    "cargo run -p vllmservice-operator -- crd > config/crd/vllmservice.yaml";
+
+/// The VLLMService CustomResourceDefinition, as installed in a cluster.
+pub fn crd() -> CustomResourceDefinition {
+    VLLMService::crd()
+}
+
+/// [`crd`] as YAML, with a header saying it is generated.
+pub fn crd_yaml() -> String {
+    let body = serde_saphyr::to_string(&crd()).expect("a CRD always serializes to YAML");
+    format!(
+        "# Generated from crates/api by vllmservice-operator; do not edit.\n\
+         # Regenerate with: {CRD_REGENERATE_COMMAND}\n\
+         {body}"
+    )
+}

@@ -40,10 +40,19 @@ struct RunArgs {
     #[arg(long, env = "VLLM_OPERATOR_NAMESPACE")]
     watch_namespace: Option<String>,
     /// Address of the /metrics, /healthz and /readyz endpoints.
-    #[arg(long, env = "VLLM_OPERATOR_METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    #[arg(
+        long,
+        env = "VLLM_OPERATOR_METRICS_ADDR",
+        default_value = "0.0.0.0:8080"
+    )]
     metrics_addr: SocketAddr,
     /// Log format.
-    #[arg(long, env = "VLLM_OPERATOR_LOG_FORMAT", value_enum, default_value = "human")]
+    #[arg(
+        long,
+        env = "VLLM_OPERATOR_LOG_FORMAT",
+        value_enum,
+        default_value = "human"
+    )]
     log_format: LogFormat,
     /// This replica's name (the pod name in a cluster), reported with events.
     #[arg(long, env = "POD_NAME")]
@@ -83,7 +92,10 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         .with_context(|| format!("binding the metrics address {}", args.metrics_addr))?;
     tracing::info!(addr = %args.metrics_addr, "serving /metrics, /healthz, /readyz");
     let app = Router::new()
-        .route("/metrics", get(|State(m): State<Arc<Metrics>>| async move { m.encode() }))
+        .route(
+            "/metrics",
+            get(|State(m): State<Arc<Metrics>>| async move { m.encode() }),
+        )
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(|| async { "ok" }))
         .with_state(metrics.clone());

@@ -136,7 +136,8 @@ pub fn is_subset(desired: &Value, live: &Value, key: &str) -> bool {
             d.len() == l.len() && d.iter().zip(l).all(|(dv, lv)| is_subset(dv, lv, key))
         }
         (Value::String(d), Value::String(l)) if d != l => {
-            matches!(key, QUANTITY | "sizeLimit") && quantity_value(d).is_some_and(|a| Some(a) == quantity_value(l))
+            matches!(key, QUANTITY | "sizeLimit")
+                && quantity_value(d).is_some_and(|a| Some(a) == quantity_value(l))
         }
         (d, Value::Null) => is_zero(d),
         (d, l) => d == l,
@@ -205,8 +206,16 @@ mod tests {
     #[test]
     fn changed_values_and_removed_list_items_are_drift() {
         let desired = json!({"spec": {"image": "a:1", "args": ["--a", "--b"]}});
-        assert!(!is_subset(&desired, &json!({"spec": {"image": "a:2", "args": ["--a", "--b"]}}), ""));
-        assert!(!is_subset(&desired, &json!({"spec": {"image": "a:1", "args": ["--a"]}}), ""));
+        assert!(!is_subset(
+            &desired,
+            &json!({"spec": {"image": "a:2", "args": ["--a", "--b"]}}),
+            ""
+        ));
+        assert!(!is_subset(
+            &desired,
+            &json!({"spec": {"image": "a:1", "args": ["--a"]}}),
+            ""
+        ));
         assert!(!is_subset(&json!({"a": true}), &json!({}), ""));
     }
 
@@ -215,8 +224,16 @@ mod tests {
         let d = json!({"limits": {"cpu": "0.5", "memory": "1Gi"}});
         let l = json!({"limits": {"cpu": "500m", "memory": "1073741824"}});
         assert!(is_subset(&d, &l, ""));
-        assert!(!is_subset(&json!({"image": "1"}), &json!({"image": "1.0"}), ""));
-        assert!(!is_subset(&json!({"limits": {"cpu": "1"}}), &json!({"limits": {"cpu": "2"}}), ""));
+        assert!(!is_subset(
+            &json!({"image": "1"}),
+            &json!({"image": "1.0"}),
+            ""
+        ));
+        assert!(!is_subset(
+            &json!({"limits": {"cpu": "1"}}),
+            &json!({"limits": {"cpu": "2"}}),
+            ""
+        ));
     }
 
     #[test]

@@ -57,7 +57,12 @@ impl Cond {
 /// kept, lastTransitionTime is kept unless the status changed, and every
 /// condition in `next` records `generation`. The result is ordered as `next`,
 /// followed by kept conditions of other types.
-pub fn merge(previous: &[Condition], next: &[Cond], generation: i64, now: Timestamp) -> Vec<Condition> {
+pub fn merge(
+    previous: &[Condition],
+    next: &[Cond],
+    generation: i64,
+    now: Timestamp,
+) -> Vec<Condition> {
     let mut out: Vec<Condition> = next
         .iter()
         .map(|c| {
@@ -107,19 +112,49 @@ mod tests {
 
     #[test]
     fn transition_time_moves_only_when_status_flips() {
-        let first = merge(&[], &[Cond::new("Available", Status::False, "PodsNotReady", "0/1")], 1, t(100));
+        let first = merge(
+            &[],
+            &[Cond::new("Available", Status::False, "PodsNotReady", "0/1")],
+            1,
+            t(100),
+        );
         assert_eq!(first[0].last_transition_time, Time(t(100)));
-        let same = merge(&first, &[Cond::new("Available", Status::False, "PodsNotReady", "still 0/1")], 2, t(200));
+        let same = merge(
+            &first,
+            &[Cond::new(
+                "Available",
+                Status::False,
+                "PodsNotReady",
+                "still 0/1",
+            )],
+            2,
+            t(200),
+        );
         assert_eq!(same[0].last_transition_time, Time(t(100)));
         assert_eq!(same[0].observed_generation, Some(2));
-        let flipped = merge(&same, &[Cond::new("Available", Status::True, "Available", "1/1")], 2, t(300));
+        let flipped = merge(
+            &same,
+            &[Cond::new("Available", Status::True, "Available", "1/1")],
+            2,
+            t(300),
+        );
         assert_eq!(flipped[0].last_transition_time, Time(t(300)));
     }
 
     #[test]
     fn conditions_of_other_types_are_kept() {
-        let prev = merge(&[], &[Cond::new("RouteReady", Status::True, "Accepted", "")], 1, t(1));
-        let next = merge(&prev, &[Cond::new("Available", Status::True, "Available", "")], 1, t(2));
+        let prev = merge(
+            &[],
+            &[Cond::new("RouteReady", Status::True, "Accepted", "")],
+            1,
+            t(1),
+        );
+        let next = merge(
+            &prev,
+            &[Cond::new("Available", Status::True, "Available", "")],
+            1,
+            t(2),
+        );
         let types: Vec<_> = next.iter().map(|c| c.type_.as_str()).collect();
         assert_eq!(types, ["Available", "RouteReady"]);
     }

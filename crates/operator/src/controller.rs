@@ -164,7 +164,9 @@ fn services_using_pvc(
         .state()
         .iter()
         .filter_map(|g| g.0.as_ref().ok())
-        .filter(|vs| vs.namespace().as_deref() == Some(ns.as_str()) && vs.spec.storage.pvc_name == name)
+        .filter(|vs| {
+            vs.namespace().as_deref() == Some(ns.as_str()) && vs.spec.storage.pvc_name == name
+        })
         .map(|vs| ObjectRef::new(&vs.name_any()).within(&ns))
         .collect()
 }

@@ -144,7 +144,11 @@ mod tests {
         let f = findings(None, &[p]);
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].reason, "ImagePullBackOff");
-        assert!(f[0].message.contains("vllm/vllm-openai:nope"), "{}", f[0].message);
+        assert!(
+            f[0].message.contains("vllm/vllm-openai:nope"),
+            "{}",
+            f[0].message
+        );
     }
 
     #[test]
@@ -157,15 +161,21 @@ mod tests {
         }));
         let f = findings(None, &[p]);
         assert_eq!(f[0].reason, "CrashLoopBackOff");
-        assert!(f[0].message.contains("OOMKilled (exit code 137)"), "{}", f[0].message);
+        assert!(
+            f[0].message.contains("OOMKilled (exit code 137)"),
+            "{}",
+            f[0].message
+        );
     }
 
     #[test]
     fn unschedulable_and_deployment_failures_are_reported_once_each() {
         let unsched = |n: &str| {
-            pod(json!({"metadata": {"name": n}, "status": {"conditions": [{"type": "PodScheduled",
+            pod(
+                json!({"metadata": {"name": n}, "status": {"conditions": [{"type": "PodScheduled",
             "status": "False", "reason": "Unschedulable",
-            "message": "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."}]}}))
+            "message": "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."}]}}),
+            )
         };
         let d: Deployment = serde_json::from_value(json!({"status": {"conditions": [
             {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded",
@@ -175,15 +185,27 @@ mod tests {
         .unwrap();
         let f = findings(Some(&d), &[unsched("b"), unsched("a")]);
         let reasons: Vec<_> = f.iter().map(|f| f.reason.as_str()).collect();
-        assert_eq!(reasons, ["Unschedulable", "ProgressDeadlineExceeded", "ReplicaFailure"]);
-        assert!(f[0].message.starts_with("pod a cannot be scheduled: 0/4 nodes"));
+        assert_eq!(
+            reasons,
+            [
+                "Unschedulable",
+                "ProgressDeadlineExceeded",
+                "ReplicaFailure"
+            ]
+        );
+        assert!(
+            f[0].message
+                .starts_with("pod a cannot be scheduled: 0/4 nodes")
+        );
     }
 
     #[test]
     fn healthy_pods_have_no_findings() {
-        let p = pod(json!({"metadata": {"name": "p"}, "status": {"containerStatuses": [{"name": "vllm",
+        let p = pod(
+            json!({"metadata": {"name": "p"}, "status": {"containerStatuses": [{"name": "vllm",
             "image": "x", "imageID": "", "ready": true, "restartCount": 0,
-            "state": {"running": {}}}]}}));
+            "state": {"running": {}}}]}}),
+        );
         assert!(findings(None, &[p]).is_empty());
     }
 }

@@ -44,7 +44,10 @@ impl Default for Metrics {
         let reconciles = Counter::default();
         let reconcile_errors = Family::<ErrorLabels, Counter>::default();
         let reconcile_duration = Histogram::new(
-            [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0].into_iter(),
+            [
+                0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+            ]
+            .into_iter(),
         );
         let writes = Family::<WriteLabels, Counter>::default();
         let managed_objects = Gauge::default();
@@ -110,7 +113,11 @@ impl Metrics {
 
     /// Total write requests sent so far (any verb, any resource).
     pub fn write_total(&self) -> u64 {
-        self.write_counts.lock().expect("write counts lock").values().sum()
+        self.write_counts
+            .lock()
+            .expect("write counts lock")
+            .values()
+            .sum()
     }
 
     /// Write requests so far, as `("verb resource", count)`, for reports and test failures.
@@ -209,9 +216,14 @@ mod tests {
 
     #[test]
     fn writes_are_classified_by_verb_and_resource() {
-        let c = |m: http::Method, p: &str| classify_write(&m, p).map(|l| format!("{} {}", l.verb, l.resource));
+        let c = |m: http::Method, p: &str| {
+            classify_write(&m, p).map(|l| format!("{} {}", l.verb, l.resource))
+        };
         assert_eq!(
-            c(http::Method::PATCH, "/apis/apps/v1/namespaces/a/deployments/x?fieldManager=m"),
+            c(
+                http::Method::PATCH,
+                "/apis/apps/v1/namespaces/a/deployments/x?fieldManager=m"
+            ),
             Some("patch deployments".into())
         );
         assert_eq!(
@@ -222,17 +234,27 @@ mod tests {
             Some("patch vllmservices/status".into())
         );
         assert_eq!(
-            c(http::Method::POST, "/apis/events.k8s.io/v1/namespaces/a/events"),
+            c(
+                http::Method::POST,
+                "/apis/events.k8s.io/v1/namespaces/a/events"
+            ),
             Some("create events".into())
         );
-        assert_eq!(c(http::Method::DELETE, "/api/v1/namespaces/a"), Some("delete namespaces".into()));
+        assert_eq!(
+            c(http::Method::DELETE, "/api/v1/namespaces/a"),
+            Some("delete namespaces".into())
+        );
         assert_eq!(c(http::Method::GET, "/api/v1/namespaces/a/pods"), None);
     }
 
     #[test]
     fn counted_writes_are_summed() {
         let m = Metrics::default();
-        for (verb, res) in [("patch", "deployments"), ("patch", "deployments"), ("create", "events")] {
+        for (verb, res) in [
+            ("patch", "deployments"),
+            ("patch", "deployments"),
+            ("create", "events"),
+        ] {
             m.record_write(WriteLabels {
                 verb: verb.into(),
                 resource: res.into(),
@@ -241,7 +263,10 @@ mod tests {
         assert_eq!(m.write_total(), 3);
         assert_eq!(
             m.writes_by_kind(),
-            vec![("create events".to_string(), 1), ("patch deployments".to_string(), 2)]
+            vec![
+                ("create events".to_string(), 1),
+                ("patch deployments".to_string(), 2)
+            ]
         );
     }
 }

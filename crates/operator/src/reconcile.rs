@@ -11,7 +11,10 @@ use kube::{
     Api, Resource, ResourceExt,
     api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams},
     core::DeserializeGuard,
-    runtime::{controller::Action, events::{Event, EventType}},
+    runtime::{
+        controller::Action,
+        events::{Event, EventType},
+    },
 };
 use serde_json::json;
 use vllmservice_api::{VLLMService, VLLMServiceStatus, condition_types as ct};
@@ -34,9 +37,15 @@ pub async fn reconcile(obj: &DeserializeGuard<VLLMService>, ctx: &Context) -> Re
             // Stored in a shape our types cannot read (validation bypassed or an
             // older schema). Report it; a change of the object retries.
             let meta = &invalid.metadata;
-            let (ns, name) = (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default());
-            let raw: Api<DynamicObject> =
-                Api::namespaced_with(ctx.client.clone(), &ns, &ApiResource::erase::<VLLMService>(&()));
+            let (ns, name) = (
+                meta.namespace.clone().unwrap_or_default(),
+                meta.name.clone().unwrap_or_default(),
+            );
+            let raw: Api<DynamicObject> = Api::namespaced_with(
+                ctx.client.clone(),
+                &ns,
+                &ApiResource::erase::<VLLMService>(&()),
+            );
             let Some(current) = raw.get_opt(&name).await? else {
                 return Ok(Action::await_change());
             };
@@ -45,7 +54,10 @@ pub async fn reconcile(obj: &DeserializeGuard<VLLMService>, ctx: &Context) -> Re
                 .data
                 .get("status")
                 .and_then(|s| serde_json::from_value::<VLLMServiceStatus>(s.clone()).ok());
-            let message = format!("the object cannot be read as a VLLMService: {}", invalid.error);
+            let message = format!(
+                "the object cannot be read as a VLLMService: {}",
+                invalid.error
+            );
             let next = status::invalid(
                 previous.as_ref(),
                 meta.generation.unwrap_or_default(),
@@ -55,8 +67,12 @@ pub async fn reconcile(obj: &DeserializeGuard<VLLMService>, ctx: &Context) -> Re
             );
             if previous.as_ref() != Some(&next) {
                 let api: Api<VLLMService> = Api::namespaced(ctx.client.clone(), &ns);
-                api.patch_status(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(status_body(&next)))
-                    .await?;
+                api.patch_status(
+                    &name,
+                    &PatchParams::apply(FIELD_MANAGER).force(),
+                    &Patch::Apply(status_body(&next)),
+                )
+                .await?;
             }
             return Ok(Action::await_change());
         }
@@ -68,7 +84,7 @@ pub async fn reconcile(obj: &DeserializeGuard<VLLMService>, ctx: &Context) -> Re
     let ns = vs.namespace().unwrap_or_default();
     let api: Api<VLLMService> = Api::namespaced(ctx.client.clone(), &ns);
 
-    if let Err(invalid) = vllmservice_api::validate(&vs.spec) {
+    if let Err(invalid) = vllmservice_api::validate(vs) {
         write_invalid(&api, vs, &invalid.to_string(), ctx).await?;
         return Ok(Action::await_change());
     }
@@ -80,10 +96,26 @@ pub async fn reconcile(obj: &DeserializeGuard<VLLMService>, ctx: &Context) -> Re
 
     let deployment = build::deployment(vs);
     let applied = apply::apply_owned(&deployments, &deployment, &uid).await?;
-    record(ctx, vs, "Deployment", &deployment.name_any(), &applied, &mut conflicts).await;
+    record(
+        ctx,
+        vs,
+        "Deployment",
+        &deployment.name_any(),
+        &applied,
+        &mut conflicts,
+    )
+    .await;
     let service = build::service(vs);
     let applied = apply::apply_owned(&services, &service, &uid).await?;
-    record(ctx, vs, "Service", &service.name_any(), &applied, &mut conflicts).await;
+    record(
+        ctx,
+        vs,
+        "Service",
+        &service.name_any(),
+        &applied,
+        &mut conflicts,
+    )
+    .await;
 
     let live_deployment = if conflicts.iter().any(|c| c.kind == "Deployment") {
         None
@@ -141,7 +173,14 @@ async fn record(
             return;
         }
     };
-    publish(ctx, vs, EventType::Normal, reason, &format!("{kind} {name} {verb}")).await;
+    publish(
+        ctx,
+        vs,
+        EventType::Normal,
+        reason,
+        &format!("{kind} {name} {verb}"),
+    )
+    .await;
 }
 
 /// Publishes an event about `vs`. Events are best effort: a failure is logged, not retried.
@@ -160,7 +199,12 @@ pub async fn publish(ctx: &Context, vs: &VLLMService, type_: EventType, reason: 
 
 /// Writes `next` through the status subresource when it differs from what is
 /// stored, and announces transitions of Degraded and Available as events.
-async fn write_status(api: &Api<VLLMService>, vs: &VLLMService, next: VLLMServiceStatus, ctx: &Context) -> Result<()> {
+async fn write_status(
+    api: &Api<VLLMService>,
+    vs: &VLLMService,
+    next: VLLMServiceStatus,
+    ctx: &Context,
+) -> Result<()> {
     if vs.status.as_ref() == Some(&next) {
         return Ok(());
     }
@@ -203,8 +247,19 @@ async fn announce_transitions(ctx: &Context, vs: &VLLMService, next: &VLLMServic
     }
 }
 
-async fn write_invalid(api: &Api<VLLMService>, vs: &VLLMService, message: &str, ctx: &Context) -> Result<()> {
+async fn write_invalid(
+    api: &Api<VLLMService>,
+    vs: &VLLMService,
+    message: &str,
+    ctx: &Context,
+) -> Result<()> {
     let generation = vs.metadata.generation.unwrap_or_default();
-    let next = status::invalid(vs.status.as_ref(), generation, "InvalidSpec", message, Timestamp::now());
+    let next = status::invalid(
+        vs.status.as_ref(),
+        generation,
+        "InvalidSpec",
+        message,
+        Timestamp::now(),
+    );
     write_status(api, vs, next, ctx).await
 }

@@ -71,12 +71,20 @@ pub fn desired(vs: &VLLMService, obs: &Observed<'_>, now: Timestamp) -> VLLMServ
     let ns = vs.metadata.namespace.clone().unwrap_or_default();
     let generation = vs.metadata.generation.unwrap_or_default();
     let desired_replicas = vs.spec.replicas;
-    let dep_status = obs.deployment.and_then(|d| d.status.clone()).unwrap_or_default();
+    let dep_status = obs
+        .deployment
+        .and_then(|d| d.status.clone())
+        .unwrap_or_default();
     let ready_replicas = dep_status.ready_replicas.unwrap_or(0);
     let deployment_conflict = obs.conflicts.iter().find(|c| c.kind == "Deployment");
 
     let deployment_ready = match (deployment_conflict, obs.deployment) {
-        (Some(c), _) => Cond::new(ct::DEPLOYMENT_READY, Status::False, "ResourceConflict", c.message(&ns)),
+        (Some(c), _) => Cond::new(
+            ct::DEPLOYMENT_READY,
+            Status::False,
+            "ResourceConflict",
+            c.message(&ns),
+        ),
         (None, None) => Cond::new(
             ct::DEPLOYMENT_READY,
             Status::False,
@@ -100,10 +108,20 @@ pub fn desired(vs: &VLLMService, obs: &Observed<'_>, now: Timestamp) -> VLLMServ
                 "PVCNotBound",
                 format!("{pvc} is {phase}, not Bound to a volume"),
             ),
-            Storage::Bound => Cond::new(ct::STORAGE_READY, Status::True, "PVCBound", format!("{pvc} is Bound")),
+            Storage::Bound => Cond::new(
+                ct::STORAGE_READY,
+                Status::True,
+                "PVCBound",
+                format!("{pvc} is Bound"),
+            ),
         }
     };
-    let route_ready = Cond::new(ct::ROUTE_READY, obs.route.status, &obs.route.reason, &obs.route.message);
+    let route_ready = Cond::new(
+        ct::ROUTE_READY,
+        obs.route.status,
+        &obs.route.reason,
+        &obs.route.message,
+    );
     let monitoring_ready = Cond::new(
         ct::MONITORING_READY,
         obs.monitoring.status,
@@ -116,18 +134,36 @@ pub fn desired(vs: &VLLMService, obs: &Observed<'_>, now: Timestamp) -> VLLMServ
         .iter()
         .map(|c| ("ResourceConflict".to_string(), c.message(&ns)))
         .collect();
-    problems.extend(obs.findings.iter().map(|f| (f.reason.clone(), f.message.clone())));
+    problems.extend(
+        obs.findings
+            .iter()
+            .map(|f| (f.reason.clone(), f.message.clone())),
+    );
     let degraded = match problems.first() {
         Some((reason, _)) => Cond::new(
             ct::DEGRADED,
             Status::True,
             reason.clone(),
-            problems.iter().map(|(_, m)| m.as_str()).collect::<Vec<_>>().join("; "),
+            problems
+                .iter()
+                .map(|(_, m)| m.as_str())
+                .collect::<Vec<_>>()
+                .join("; "),
         ),
-        None => Cond::new(ct::DEGRADED, Status::False, "AsExpected", "no failures observed"),
+        None => Cond::new(
+            ct::DEGRADED,
+            Status::False,
+            "AsExpected",
+            "no failures observed",
+        ),
     };
 
-    let parts = [&deployment_ready, &storage_ready, &route_ready, &monitoring_ready];
+    let parts = [
+        &deployment_ready,
+        &storage_ready,
+        &route_ready,
+        &monitoring_ready,
+    ];
     let available = match parts.iter().find(|c| !c.is_true()) {
         None if obs.conflicts.is_empty() => Cond::new(
             ct::AVAILABLE,
@@ -135,7 +171,12 @@ pub fn desired(vs: &VLLMService, obs: &Observed<'_>, now: Timestamp) -> VLLMServ
             "Available",
             format!("{ready_replicas}/{desired_replicas} replicas ready"),
         ),
-        None => Cond::new(ct::AVAILABLE, Status::False, "ResourceConflict", degraded.message.clone()),
+        None => Cond::new(
+            ct::AVAILABLE,
+            Status::False,
+            "ResourceConflict",
+            degraded.message.clone(),
+        ),
         Some(blocking) => Cond::new(
             ct::AVAILABLE,
             Status::False,
@@ -144,11 +185,26 @@ pub fn desired(vs: &VLLMService, obs: &Observed<'_>, now: Timestamp) -> VLLMServ
         ),
     };
     let progressing = if degraded.is_true() {
-        Cond::new(ct::PROGRESSING, Status::False, "Stalled", degraded.message.clone())
+        Cond::new(
+            ct::PROGRESSING,
+            Status::False,
+            "Stalled",
+            degraded.message.clone(),
+        )
     } else if deployment_ready.is_true() {
-        Cond::new(ct::PROGRESSING, Status::False, "Complete", "the rollout is complete")
+        Cond::new(
+            ct::PROGRESSING,
+            Status::False,
+            "Complete",
+            "the rollout is complete",
+        )
     } else {
-        Cond::new(ct::PROGRESSING, Status::True, "RollingOut", deployment_ready.message.clone())
+        Cond::new(
+            ct::PROGRESSING,
+            Status::True,
+            "RollingOut",
+            deployment_ready.message.clone(),
+        )
     };
 
     let phase = if available.is_true() {
@@ -158,7 +214,11 @@ pub fn desired(vs: &VLLMService, obs: &Observed<'_>, now: Timestamp) -> VLLMServ
     } else {
         Phase::Pending
     };
-    let message = if degraded.is_true() { &degraded.message } else { &available.message };
+    let message = if degraded.is_true() {
+        &degraded.message
+    } else {
+        &available.message
+    };
     let next = [
         available.clone(),
         progressing,
@@ -168,7 +228,11 @@ pub fn desired(vs: &VLLMService, obs: &Observed<'_>, now: Timestamp) -> VLLMServ
         route_ready,
         monitoring_ready,
     ];
-    let previous = vs.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
+    let previous = vs
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
     let prev = vs.status.clone().unwrap_or_default();
     VLLMServiceStatus {
         observed_generation: Some(generation),
@@ -179,7 +243,8 @@ pub fn desired(vs: &VLLMService, obs: &Observed<'_>, now: Timestamp) -> VLLMServ
         ready: Some(format!("{ready_replicas}/{desired_replicas}")),
         selector: Some(names::selector_string(vs)),
         deployment_name: deployment_conflict.is_none().then(|| names::child_name(vs)),
-        service_name: (!obs.conflicts.iter().any(|c| c.kind == "Service")).then(|| names::child_name(vs)),
+        service_name: (!obs.conflicts.iter().any(|c| c.kind == "Service"))
+            .then(|| names::child_name(vs)),
         message: Some(message.clone()),
         ..prev
     }
@@ -201,7 +266,11 @@ fn deployment_condition(d: &Deployment, desired: i32) -> Cond {
         );
     }
     if updated >= desired && ready >= desired && available >= desired && total <= desired {
-        let reason = if desired == 0 { "ScaledToZero" } else { "ReplicasReady" };
+        let reason = if desired == 0 {
+            "ScaledToZero"
+        } else {
+            "ReplicasReady"
+        };
         return Cond::new(
             ct::DEPLOYMENT_READY,
             Status::True,
@@ -220,11 +289,22 @@ fn deployment_condition(d: &Deployment, desired: i32) -> Cond {
 /// The status of an object whose spec the operator cannot use (it bypassed
 /// API-server validation): Failed, with the rule it breaks. Other conditions keep
 /// their last values.
-pub fn invalid(previous: Option<&VLLMServiceStatus>, generation: i64, reason: &str, message: &str, now: Timestamp) -> VLLMServiceStatus {
+pub fn invalid(
+    previous: Option<&VLLMServiceStatus>,
+    generation: i64,
+    reason: &str,
+    message: &str,
+    now: Timestamp,
+) -> VLLMServiceStatus {
     let next = [
         Cond::new(ct::AVAILABLE, Status::False, reason, message),
         Cond::new(ct::DEGRADED, Status::True, reason, message),
-        Cond::new(ct::PROGRESSING, Status::False, reason, "waiting for a valid spec"),
+        Cond::new(
+            ct::PROGRESSING,
+            Status::False,
+            reason,
+            "waiting for a valid spec",
+        ),
     ];
     let prev = previous.cloned().unwrap_or_default();
     VLLMServiceStatus {

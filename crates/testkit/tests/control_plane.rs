@@ -38,15 +38,22 @@ async fn gpu_pod_is_scheduled_on_a_fake_gpu_node_and_becomes_ready() {
                  "template": gpu_pod_template("one-gpu", 1)}
     }))
     .unwrap();
-    deployments.create(&PostParams::default(), &d).await.unwrap();
+    deployments
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap();
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
     let pod = wait_until(WAIT, "a Ready pod of the one-gpu Deployment", || async {
-        let list = pods.list(&ListParams::default().labels("app=one-gpu")).await.ok()?;
+        let list = pods
+            .list(&ListParams::default().labels("app=one-gpu"))
+            .await
+            .ok()?;
         list.items.into_iter().find(|p| {
-            p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| {
-                cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")
-            })
+            p.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
         })
     })
     .await;
@@ -71,7 +78,11 @@ async fn pod_wanting_more_gpus_than_any_node_has_stays_pending_with_scheduler_re
 
     let message = wait_until(WAIT, "PodScheduled=False on pod greedy", || async {
         let p = pods.get("greedy").await.ok()?;
-        let c = p.status?.conditions?.into_iter().find(|c| c.type_ == "PodScheduled")?;
+        let c = p
+            .status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "PodScheduled")?;
         (c.status == "False" && c.reason.as_deref() == Some("Unschedulable")).then_some(c.message?)
     })
     .await;
@@ -88,8 +99,7 @@ async fn dependents_are_garbage_collected_after_their_owner_is_deleted() {
     let client = client().await;
     let ns = TestNamespace::new(&client, "cp-gc").await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
-    let owner: ConfigMap =
-        serde_json::from_value(json!({"metadata": {"name": "owner"}})).unwrap();
+    let owner: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "owner"}})).unwrap();
     let owner = cms.create(&PostParams::default(), &owner).await.unwrap();
     let dependent: ConfigMap = serde_json::from_value(json!({"metadata": {
         "name": "dependent",
@@ -97,12 +107,16 @@ async fn dependents_are_garbage_collected_after_their_owner_is_deleted() {
                              "uid": owner.uid().unwrap(), "controller": true}]
     }}))
     .unwrap();
-    cms.create(&PostParams::default(), &dependent).await.unwrap();
+    cms.create(&PostParams::default(), &dependent)
+        .await
+        .unwrap();
 
     cms.delete("owner", &DeleteParams::default()).await.unwrap();
-    wait_until(WAIT, "the garbage collector to delete ConfigMap dependent", || async {
-        cms.get_opt("dependent").await.ok()?.is_none().then_some(())
-    })
+    wait_until(
+        WAIT,
+        "the garbage collector to delete ConfigMap dependent",
+        || async { cms.get_opt("dependent").await.ok()?.is_none().then_some(()) },
+    )
     .await;
 }
 
@@ -125,10 +139,21 @@ async fn rbac_refuses_a_service_account_until_a_role_binding_grants_it() {
     }
 
     testkit::kubectl_ok(&[
-        "-n", &ns.name, "create", "role", "read-cm", "--verb=list", "--resource=configmaps",
+        "-n",
+        &ns.name,
+        "create",
+        "role",
+        "read-cm",
+        "--verb=list",
+        "--resource=configmaps",
     ]);
     testkit::kubectl_ok(&[
-        "-n", &ns.name, "create", "rolebinding", "read-cm", "--role=read-cm",
+        "-n",
+        &ns.name,
+        "create",
+        "rolebinding",
+        "read-cm",
+        "--role=read-cm",
         &format!("--serviceaccount={}:reader", ns.name),
     ]);
     wait_until(WAIT, "the RoleBinding to take effect", || async {
@@ -166,5 +191,7 @@ async fn claim_binds_to_a_matching_static_volume() {
     })
     .await;
     assert_eq!(volume, pv_name);
-    pvs.delete(&pv_name, &DeleteParams::default()).await.unwrap();
+    pvs.delete(&pv_name, &DeleteParams::default())
+        .await
+        .unwrap();
 }

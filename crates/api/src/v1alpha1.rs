@@ -1,0 +1,635 @@
+//! `aiinfra.example.com/v1alpha1` `VLLMService`: one object that describes a vLLM
+//! OpenAI-compatible inference service.
+//!
+//! The field names, types and defaults are those of the reference Go operator (SPEC section
+//! 2), so its YAML works unchanged. Defaults live in two places that must agree: serde (for
+//! objects read without the API server, e.g. the offline `render` command) and the schema
+//! (so the API server stores them and `kubectl get -o yaml` shows them). Both come from the
+//! same `Default` impls and `default_*` functions below.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::marker::PhantomData;
+
+use k8s_openapi::api::core::v1::{
+    Affinity, EnvVar, LocalObjectReference, ResourceRequirements, Toleration,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::rules::{self, limits, messages};
+use crate::schema;
+
+/// The condition types the controller reports in `status.conditions`.
+pub mod condition_types {
+    /// The Deployment exists, is ours, and has its desired number of ready replicas.
+    pub const DEPLOYMENT_READY: &str = "DeploymentReady";
+    /// The model PersistentVolumeClaim exists and is Bound.
+    pub const STORAGE_READY: &str = "StorageReady";
+    /// The HTTPRoute is accepted by its Gateway (True with reason RouteNotRequired when
+    /// `spec.gatewayRef` is unset).
+    pub const ROUTE_READY: &str = "RouteReady";
+    /// The ServiceMonitor is in place (or monitoring is off).
+    pub const MONITORING_READY: &str = "MonitoringReady";
+    /// A rollout is in progress.
+    pub const PROGRESSING: &str = "Progressing";
+    /// Something needs the user's attention; the message says what.
+    pub const DEGRADED: &str = "Degraded";
+    /// Summary: the service answers requests. Agrees with `status.phase`.
+    pub const AVAILABLE: &str = "Available";
+}
+
+/// The desired state of a vLLM inference service.
+// Clippy reads each `printcolumn(type_ = ...)` below as a repeat of the first.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "aiinfra.example.com",
+    version = "v1alpha1",
+    kind = "VLLMService",
+    namespaced,
+    status = "VLLMServiceStatus",
+    shortname = "vllm",
+    derive = "PartialEq",
+    doc = "A vLLM OpenAI-compatible inference service: the operator runs it as a Deployment \
+           behind a Service, and optionally exposes it through a Gateway API HTTPRoute and \
+           scrapes it with a Prometheus ServiceMonitor.",
+    scale(
+        spec_replicas_path = ".spec.replicas",
+        status_replicas_path = ".status.replicas",
+        label_selector_path = ".status.selector"
+    ),
+    printcolumn(
+        name = "Phase",
+        type_ = "string",
+        json_path = ".status.phase",
+        description = "Pending, Running or Failed"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.ready",
+        description = "Ready replicas / desired replicas"
+    ),
+    printcolumn(
+        name = "Model",
+        type_ = "string",
+        json_path = ".spec.modelName",
+        description = "The model name clients request"
+    ),
+    printcolumn(
+        name = "Host",
+        type_ = "string",
+        json_path = ".spec.gatewayRef.host",
+        description = "The hostname routed to this service through the Gateway",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = schema::unwrap_doc_lines)]
+pub struct VLLMServiceSpec {
+    /// Container image that runs vLLM's OpenAI-compatible server, e.g.
+    /// vllm/vllm-openai:latest.
+    #[schemars(length(min = 1))]
+    pub image: String,
+
+    /// Path of the model inside the container, passed as --model. Usually a directory under
+    /// storage.mountPath.
+    #[schemars(length(min = 1))]
+    pub model_path: String,
+
+    /// Name clients use in the OpenAI API's "model" field, passed as --served-model-name.
+    #[schemars(length(min = 1))]
+    pub model_name: String,
+
+    /// Number of vLLM pods. 0 scales the service to zero. Also set by kubectl scale and
+    /// autoscalers through the scale subresource.
+    #[serde(default = "default_replicas")]
+    #[schemars(range(min = 0))]
+    pub replicas: i32,
+
+    /// Port vLLM listens on, exposed as the container port and Service port named http.
+    #[serde(default = "default_port")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: i32,
+
+    /// RuntimeClass for the pods, e.g. nvidia. Unset or empty uses the cluster default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_class_name: Option<String>,
+
+    /// Scheduler for the pods, e.g. volcano. Unset or empty means default-scheduler.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduler_name: Option<String>,
+
+    /// Node labels the pods must be scheduled onto.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(transform = schema::label_map("nodeSelector"))]
+    pub node_selector: BTreeMap<String, String>,
+
+    /// Extra labels for the Deployment, its pods and the Service. The operator's own
+    /// app.kubernetes.io/name, instance and managed-by labels take precedence.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(transform = schema::label_map("labels"))]
+    pub labels: BTreeMap<String, String>,
+
+    /// Run the pods in the host's IPC namespace. Not needed for tensor parallelism: the
+    /// operator mounts a memory-backed /dev/shm (see shmSize).
+    #[serde(default, rename = "hostIPC")]
+    pub host_ipc: bool,
+
+    /// Compute resources of the vLLM container, passed through unchanged: CPU, memory, GPUs
+    /// (nvidia.com/gpu) or any extended resource (e.g. volcano.sh/vgpu-number).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(transform = schema::quantities)]
+    pub resources: Option<ResourceRequirements>,
+
+    /// The PersistentVolumeClaim that holds the model files.
+    pub storage: Storage,
+
+    /// Expose the service through a Gateway API Gateway listener with an HTTPRoute. Unset
+    /// means no HTTPRoute.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_ref: Option<GatewayRef>,
+
+    /// vLLM engine settings the operator turns into command-line flags.
+    #[serde(default)]
+    pub engine_args: EngineArgs,
+
+    /// HTTP startup probe. On unless enabled is false; it gives the model time to load
+    /// before the liveness probe starts.
+    #[serde(default)]
+    pub startup_probe: Probe<Startup>,
+
+    /// HTTP liveness probe. Off unless enabled is true.
+    #[serde(default)]
+    pub liveness_probe: Probe<Liveness>,
+
+    /// HTTP readiness probe. On unless enabled is false; it keeps a loading pod out of the
+    /// Service.
+    #[serde(default)]
+    pub readiness_probe: Probe<Readiness>,
+
+    /// Prometheus Operator ServiceMonitor for vLLM's metrics endpoint.
+    #[serde(default)]
+    pub monitoring: Monitoring,
+
+    /// Extra environment variables for the vLLM container (e.g. HF_TOKEN from a Secret).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(transform = schema::quantities)]
+    pub env: Vec<EnvVar>,
+
+    /// Secrets for pulling the image from a private registry.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_pull_secrets: Vec<LocalObjectReference>,
+
+    /// Tolerations for the pods, e.g. for tainted GPU nodes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+
+    /// Affinity rules for the pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+
+    /// ServiceAccount the pods run as. Unset or empty uses the namespace's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_name: Option<String>,
+
+    /// Extra annotations for the pods.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(transform = schema::annotation_map("podAnnotations"))]
+    pub pod_annotations: BTreeMap<String, String>,
+
+    /// Size limit of the memory-backed /dev/shm volume that vLLM uses for tensor parallelism
+    /// and its workers. Unset lets the operator choose; the memory counts against the pod's
+    /// memory limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(transform = schema::size)]
+    pub shm_size: Option<Quantity>,
+}
+
+fn default_replicas() -> i32 {
+    1
+}
+
+fn default_port() -> i32 {
+    8000
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// Where the model files come from.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = schema::unwrap_doc_lines)]
+pub struct Storage {
+    /// Name of a PersistentVolumeClaim in the VLLMService's namespace.
+    #[schemars(length(min = 1, max = limits::DNS_SUBDOMAIN))]
+    pub pvc_name: String,
+
+    /// Absolute path where the claim is mounted in the container, e.g. /data/models.
+    #[schemars(length(min = 1, max = limits::PATH))]
+    #[schemars(transform = schema::cel(
+        rules::ABSOLUTE_PATH_CEL.into(),
+        messages::MOUNT_PATH.into(),
+    ))]
+    pub mount_path: String,
+
+    /// Mount the claim read-only (volume and mount). Defaults to true.
+    #[serde(default = "default_true")]
+    pub read_only: bool,
+
+    /// Sub-path of the claim to mount instead of its root. Relative, without '..'.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::PATH))]
+    #[schemars(transform = schema::cel(
+        rules::RELATIVE_PATH_CEL.into(),
+        messages::SUB_PATH.into(),
+    ))]
+    pub sub_path: Option<String>,
+}
+
+/// A Gateway API Gateway listener to attach the HTTPRoute to.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = schema::unwrap_doc_lines)]
+pub struct GatewayRef {
+    /// Name of the Gateway.
+    #[schemars(length(min = 1, max = limits::DNS_SUBDOMAIN))]
+    pub name: String,
+
+    /// Namespace of the Gateway. Unset means the VLLMService's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = limits::LABEL_NAME))]
+    pub namespace: Option<String>,
+
+    /// Name of the Gateway listener (its sectionName) to attach to, e.g. http.
+    #[schemars(length(min = 1, max = limits::DNS_SUBDOMAIN))]
+    pub section_name: String,
+
+    /// Hostname the HTTPRoute matches, e.g. llm.example.com. A leading '*.' wildcard is
+    /// allowed, as in Gateway API.
+    #[schemars(length(min = 1, max = limits::DNS_SUBDOMAIN))]
+    #[schemars(transform = schema::cel(
+        rules::hostname_cel(),
+        messages::HOST.into(),
+    ))]
+    pub host: String,
+}
+
+/// The numeric type vLLM loads the model weights in (--dtype).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Dtype {
+    /// Let vLLM pick from the model's config.
+    #[default]
+    Auto,
+    /// FP16.
+    Half,
+    /// FP16.
+    Float16,
+    /// BF16.
+    Bfloat16,
+    /// FP32.
+    Float,
+    /// FP32.
+    Float32,
+}
+
+impl Dtype {
+    /// The value as vLLM's --dtype flag spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dtype::Auto => "auto",
+            Dtype::Half => "half",
+            Dtype::Float16 => "float16",
+            Dtype::Bfloat16 => "bfloat16",
+            Dtype::Float => "float",
+            Dtype::Float32 => "float32",
+        }
+    }
+}
+
+impl fmt::Display for Dtype {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// vLLM engine settings.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+#[schemars(transform = schema::unwrap_doc_lines)]
+pub struct EngineArgs {
+    /// Weight dtype (--dtype): auto, half, float16, bfloat16, float or float32.
+    pub dtype: Dtype,
+
+    /// Maximum context length in tokens (--max-model-len).
+    #[schemars(range(min = 1))]
+    pub max_model_len: i32,
+
+    /// Fraction of GPU memory vLLM may use (--gpu-memory-utilization), a decimal string
+    /// greater than 0 and at most 1, e.g. "0.9".
+    #[schemars(length(min = 1, max = limits::DECIMAL))]
+    #[schemars(transform = schema::cel(
+        rules::fraction_cel(),
+        messages::GPU_MEMORY_UTILIZATION.into(),
+    ))]
+    pub gpu_memory_utilization: String,
+
+    /// Maximum number of sequences processed concurrently (--max-num-seqs).
+    #[schemars(range(min = 1))]
+    pub max_num_seqs: i32,
+
+    /// Number of GPUs to shard the model across (--tensor-parallel-size). Unset leaves it to
+    /// vLLM (1). Request as many GPUs in resources.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub tensor_parallel_size: Option<i32>,
+
+    /// Further vLLM command-line arguments, appended after the ones the operator sets, e.g.
+    /// ["--enable-prefix-caching", "--max-lora-rank=64"]. Must not repeat a flag the operator
+    /// sets from a typed field (--model, --served-model-name, --host, --port, --dtype,
+    /// --max-model-len, --gpu-memory-utilization, --max-num-seqs, --tensor-parallel-size).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = limits::EXTRA_ARGS), inner(length(max = limits::EXTRA_ARG)))]
+    #[schemars(transform = schema::extra_args)]
+    pub extra_args: Vec<String>,
+}
+
+impl Default for EngineArgs {
+    fn default() -> Self {
+        Self {
+            dtype: Dtype::Auto,
+            max_model_len: 4096,
+            gpu_memory_utilization: "0.75".into(),
+            max_num_seqs: 8,
+            tensor_parallel_size: None,
+            extra_args: Vec::new(),
+        }
+    }
+}
+
+/// The per-probe defaults of SPEC section 2; each probe field of the spec has its own kind.
+pub trait ProbeKind {
+    /// The spec field that holds this probe, for messages.
+    const FIELD: &'static str;
+    /// Whether the probe is injected when `enabled` is unset.
+    const ENABLED_BY_DEFAULT: bool;
+    /// Default HTTP path.
+    const PATH: &'static str = "/health";
+    /// Default initialDelaySeconds.
+    const INITIAL_DELAY_SECONDS: i32 = 30;
+    /// Default periodSeconds.
+    const PERIOD_SECONDS: i32;
+    /// Default timeoutSeconds.
+    const TIMEOUT_SECONDS: i32 = 5;
+    /// Default failureThreshold.
+    const FAILURE_THRESHOLD: i32;
+}
+
+/// Marks [`Probe`] as the startup probe: on by default, 60 failures × 10 s to load the model.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct Startup;
+
+/// Marks [`Probe`] as the liveness probe: off by default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct Liveness;
+
+/// Marks [`Probe`] as the readiness probe: on by default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct Readiness;
+
+impl ProbeKind for Startup {
+    const FIELD: &'static str = "startupProbe";
+    const ENABLED_BY_DEFAULT: bool = true;
+    const PERIOD_SECONDS: i32 = 10;
+    const FAILURE_THRESHOLD: i32 = 60;
+}
+
+impl ProbeKind for Liveness {
+    const FIELD: &'static str = "livenessProbe";
+    const ENABLED_BY_DEFAULT: bool = false;
+    const PERIOD_SECONDS: i32 = 30;
+    const FAILURE_THRESHOLD: i32 = 3;
+}
+
+impl ProbeKind for Readiness {
+    const FIELD: &'static str = "readinessProbe";
+    const ENABLED_BY_DEFAULT: bool = true;
+    const PERIOD_SECONDS: i32 = 30;
+    const FAILURE_THRESHOLD: i32 = 3;
+}
+
+/// The spec's startup probe.
+pub type StartupProbe = Probe<Startup>;
+/// The spec's liveness probe.
+pub type LivenessProbe = Probe<Liveness>;
+/// The spec's readiness probe.
+pub type ReadinessProbe = Probe<Readiness>;
+
+/// An HTTP GET probe on the container port named http.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+#[schemars(transform = schema::unwrap_doc_lines)]
+pub struct Probe<K: ProbeKind> {
+    /// Inject this probe. Unset means the probe's default: startup and readiness on,
+    /// liveness off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+
+    /// HTTP path to GET; must start with '/'. Defaults to /health, which vLLM answers with
+    /// 200 once the model is loaded.
+    #[schemars(length(min = 1, max = limits::PATH))]
+    #[schemars(transform = schema::cel(
+        rules::ABSOLUTE_PATH_CEL.into(),
+        messages::probe_path(K::FIELD),
+    ))]
+    pub path: String,
+
+    /// Seconds after container start before the first probe. Defaults to 30.
+    #[schemars(range(min = 0))]
+    pub initial_delay_seconds: i32,
+
+    /// Seconds between probes. Defaults to 10 for startupProbe, 30 otherwise.
+    #[schemars(range(min = 1))]
+    pub period_seconds: i32,
+
+    /// Seconds before a probe times out. Defaults to 5.
+    #[schemars(range(min = 1))]
+    pub timeout_seconds: i32,
+
+    /// Consecutive failures before the probe fails. Defaults to 60 for startupProbe (10
+    /// minutes to load the model), 3 otherwise.
+    #[schemars(range(min = 1))]
+    pub failure_threshold: i32,
+
+    /// Which probe this is; holds no data. Public so that struct update syntax
+    /// (`Probe { enabled: Some(true), ..Default::default() }`) works.
+    #[serde(skip)]
+    pub kind: PhantomData<K>,
+}
+
+impl<K: ProbeKind> Default for Probe<K> {
+    fn default() -> Self {
+        Self {
+            enabled: None,
+            path: K::PATH.into(),
+            initial_delay_seconds: K::INITIAL_DELAY_SECONDS,
+            period_seconds: K::PERIOD_SECONDS,
+            timeout_seconds: K::TIMEOUT_SECONDS,
+            failure_threshold: K::FAILURE_THRESHOLD,
+            kind: PhantomData,
+        }
+    }
+}
+
+impl<K: ProbeKind> Probe<K> {
+    /// Whether the probe is injected: `enabled` if set, else the probe's default.
+    pub fn is_enabled(&self) -> bool {
+        self.enabled.unwrap_or(K::ENABLED_BY_DEFAULT)
+    }
+}
+
+/// Prometheus Operator scraping of vLLM's /metrics.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+#[schemars(transform = schema::unwrap_doc_lines)]
+pub struct Monitoring {
+    /// Create a ServiceMonitor. Defaults to false.
+    pub enabled: bool,
+
+    /// HTTP path of the metrics endpoint; must start with '/'. Defaults to /metrics.
+    #[schemars(length(min = 1, max = limits::PATH))]
+    #[schemars(transform = schema::cel(
+        rules::ABSOLUTE_PATH_CEL.into(),
+        messages::MONITORING_PATH.into(),
+    ))]
+    pub path: String,
+
+    /// Scrape interval as a Prometheus duration, e.g. 30s or 1m. Defaults to 30s.
+    #[schemars(length(min = 1, max = limits::DURATION))]
+    #[schemars(transform = schema::cel(
+        rules::duration_cel(),
+        messages::INTERVAL.into(),
+    ))]
+    pub interval: String,
+
+    /// Labels for the ServiceMonitor, e.g. the release label a Prometheus selects on.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(transform = schema::label_map("monitoring.labels"))]
+    pub labels: BTreeMap<String, String>,
+}
+
+impl Default for Monitoring {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            path: "/metrics".into(),
+            interval: "30s".into(),
+            labels: BTreeMap::new(),
+        }
+    }
+}
+
+/// Summary state: Pending, Running or Failed; agrees with the Available condition.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum Phase {
+    /// Not serving yet: rolling out, loading the model, or waiting for storage.
+    Pending,
+    /// Serving: the Available condition is True.
+    Running,
+    /// Not serving and not going to without a change: see the conditions and message.
+    Failed,
+}
+
+impl Phase {
+    /// The phase as it is serialized.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Pending => "Pending",
+            Phase::Running => "Running",
+            Phase::Failed => "Failed",
+        }
+    }
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The observed state of a VLLMService, written by the operator.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = schema::unwrap_doc_lines)]
+pub struct VLLMServiceStatus {
+    /// The metadata.generation this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+
+    /// Conditions: DeploymentReady, StorageReady, RouteReady, MonitoringReady, Progressing,
+    /// Degraded and the summary Available.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(transform = schema::conditions)]
+    pub conditions: Vec<Condition>,
+
+    /// Summary state: Pending, Running or Failed; agrees with the Available condition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+
+    /// Pods of the Deployment (the scale subresource's status replicas).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+
+    /// Pods of the Deployment that are ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_replicas: Option<i32>,
+
+    /// Ready pods over desired pods, e.g. "1/1", for the Ready column of kubectl get.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<String>,
+
+    /// Label selector of the pods in string form, for the scale subresource (and so for
+    /// HorizontalPodAutoscalers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
+
+    /// Name of the Deployment that runs vLLM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment_name: Option<String>,
+
+    /// Name of the Service in front of the pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_name: Option<String>,
+
+    /// Name of the HTTPRoute, when spec.gatewayRef is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_route_name: Option<String>,
+
+    /// Name of the ServiceMonitor, when monitoring is enabled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_monitor_name: Option<String>,
+
+    /// Name of the Gateway the HTTPRoute attaches to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_ref_name: Option<String>,
+
+    /// Namespace of the Gateway the HTTPRoute attaches to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_ref_namespace: Option<String>,
+
+    /// A human-readable summary of what is wrong or what is being waited for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}

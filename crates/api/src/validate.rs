@@ -1,0 +1,357 @@
+//! Controller-side validation: the rules the API server enforces through the CRD schema,
+//! checked again in Rust.
+//!
+//! The API server rejects invalid objects at `kubectl apply`, but the controller can still read
+//! one: an object stored before a schema change, one created while validation was off, or a
+//! file given to the offline `render` command. Those are reported, never acted on.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::rules::{self, RESERVED_FLAGS, limits, messages};
+use crate::v1alpha1::{
+    EngineArgs, GatewayRef, Monitoring, Probe, ProbeKind, Storage, VLLMService, VLLMServiceSpec,
+};
+
+/// One rule broken by one field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct FieldError {
+    /// Path of the field, as the API server names it: `spec.engineArgs.gpuMemoryUtilization`,
+    /// `spec.engineArgs.extraArgs[0]` for a list item, `spec.labels.team` for a map entry.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// A VLLMService that breaks at least one rule; every broken rule is listed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct InvalidSpec {
+    /// The broken rules, in the order of the fields. Never empty.
+    pub errors: Vec<FieldError>,
+}
+
+impl fmt::Display for InvalidSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("invalid VLLMService: ")?;
+        for (i, error) in self.errors.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{error}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks a whole VLLMService: its name (which names the Service, so must be a DNS-1035
+/// label) and its spec.
+pub fn validate(vllm: &VLLMService) -> Result<(), InvalidSpec> {
+    let mut errors = Errors::default();
+    match vllm.metadata.name.as_deref() {
+        None | Some("") => errors.push("metadata.name", "must be set"),
+        Some(name) if !is_dns1035_label(name) => errors.push(
+            "metadata.name",
+            "must be a DNS-1035 label (at most 63 lowercase letters, digits and '-', starting \
+             with a letter and ending with a letter or digit), because the Service is named \
+             after the VLLMService",
+        ),
+        Some(_) => {}
+    }
+    check_spec(&vllm.spec, &mut errors);
+    errors.into_result()
+}
+
+/// Checks a spec against every rule of the CRD schema.
+pub fn validate_spec(spec: &VLLMServiceSpec) -> Result<(), InvalidSpec> {
+    let mut errors = Errors::default();
+    check_spec(spec, &mut errors);
+    errors.into_result()
+}
+
+#[derive(Default)]
+struct Errors(Vec<FieldError>);
+
+impl Errors {
+    fn push(&mut self, field: impl Into<String>, message: impl Into<String>) {
+        self.0.push(FieldError {
+            field: field.into(),
+            message: message.into(),
+        });
+    }
+
+    fn into_result(self) -> Result<(), InvalidSpec> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(InvalidSpec { errors: self.0 })
+        }
+    }
+
+    /// `minLength`/`maxLength`, counted in characters as the API server counts them.
+    fn length(&mut self, field: &str, value: &str, min: usize, max: usize) -> bool {
+        let len = value.chars().count();
+        if len < min {
+            self.push(field, "must not be empty");
+            false
+        } else if len > max {
+            self.push(field, format!("must be at most {max} characters"));
+            false
+        } else {
+            true
+        }
+    }
+
+    fn required(&mut self, field: &str, value: &str) {
+        if value.is_empty() {
+            self.push(field, "must not be empty");
+        }
+    }
+
+    fn at_least(&mut self, field: &str, value: i32, min: i32) {
+        if value < min {
+            self.push(field, format!("must be at least {min}"));
+        }
+    }
+
+    fn quantity(&mut self, field: &str, value: &str) {
+        if !rules::is_quantity(value) {
+            self.push(field, "must be a quantity such as 2, 500m or 16Gi");
+        }
+    }
+
+    fn label_map(&mut self, field: &str, name: &str, map: &BTreeMap<String, String>) {
+        if map.len() > limits::MAP_ENTRIES {
+            self.push(
+                field,
+                format!("must have at most {} entries", limits::MAP_ENTRIES),
+            );
+        }
+        if !map.keys().all(|k| rules::is_label_key(k)) {
+            self.push(field, messages::label_keys(name));
+        }
+        for (key, value) in map {
+            if !rules::is_label_value(value) {
+                self.push(
+                    format!("{field}.{key}"),
+                    "must be a valid label value: at most 63 alphanumerics, '-', '_' or '.', \
+                     starting and ending with an alphanumeric (or empty)",
+                );
+            }
+        }
+    }
+}
+
+fn check_spec(spec: &VLLMServiceSpec, errors: &mut Errors) {
+    errors.required("spec.image", &spec.image);
+    errors.required("spec.modelPath", &spec.model_path);
+    errors.required("spec.modelName", &spec.model_name);
+    errors.at_least("spec.replicas", spec.replicas, 0);
+    if !(1..=65535).contains(&spec.port) {
+        errors.push("spec.port", "must be between 1 and 65535");
+    }
+    errors.label_map("spec.nodeSelector", "nodeSelector", &spec.node_selector);
+    errors.label_map("spec.labels", "labels", &spec.labels);
+    if let Some(resources) = &spec.resources {
+        for (name, list) in [
+            ("limits", &resources.limits),
+            ("requests", &resources.requests),
+        ] {
+            for (resource, quantity) in list.iter().flatten() {
+                errors.quantity(&format!("spec.resources.{name}.{resource}"), &quantity.0);
+            }
+        }
+    }
+    for (i, env) in spec.env.iter().enumerate() {
+        let divisor = env
+            .value_from
+            .as_ref()
+            .and_then(|from| from.resource_field_ref.as_ref())
+            .and_then(|field| field.divisor.as_ref());
+        if let Some(divisor) = divisor {
+            errors.quantity(
+                &format!("spec.env[{i}].valueFrom.resourceFieldRef.divisor"),
+                &divisor.0,
+            );
+        }
+    }
+    if let Some(size) = &spec.shm_size
+        && !rules::is_size(&size.0)
+    {
+        errors.push(
+            "spec.shmSize",
+            "must be a non-negative quantity such as 16Gi",
+        );
+    }
+    check_storage(&spec.storage, errors);
+    if let Some(gateway) = &spec.gateway_ref {
+        check_gateway_ref(gateway, errors);
+    }
+    check_engine_args(&spec.engine_args, errors);
+    check_probe(&spec.startup_probe, errors);
+    check_probe(&spec.liveness_probe, errors);
+    check_probe(&spec.readiness_probe, errors);
+    check_monitoring(&spec.monitoring, errors);
+    if spec.pod_annotations.len() > limits::MAP_ENTRIES {
+        errors.push(
+            "spec.podAnnotations",
+            format!("must have at most {} entries", limits::MAP_ENTRIES),
+        );
+    }
+    if !spec
+        .pod_annotations
+        .keys()
+        .all(|k| rules::is_annotation_key(k))
+    {
+        errors.push(
+            "spec.podAnnotations",
+            messages::annotation_keys("podAnnotations"),
+        );
+    }
+}
+
+fn check_storage(storage: &Storage, errors: &mut Errors) {
+    errors.length(
+        "spec.storage.pvcName",
+        &storage.pvc_name,
+        1,
+        limits::DNS_SUBDOMAIN,
+    );
+    let field = "spec.storage.mountPath";
+    if errors.length(field, &storage.mount_path, 1, limits::PATH)
+        && !storage.mount_path.starts_with('/')
+    {
+        errors.push(field, messages::MOUNT_PATH);
+    }
+    if let Some(sub_path) = &storage.sub_path {
+        let field = "spec.storage.subPath";
+        if errors.length(field, sub_path, 0, limits::PATH) && !rules::is_relative_path(sub_path) {
+            errors.push(field, messages::SUB_PATH);
+        }
+    }
+}
+
+fn check_gateway_ref(gateway: &GatewayRef, errors: &mut Errors) {
+    errors.length(
+        "spec.gatewayRef.name",
+        &gateway.name,
+        1,
+        limits::DNS_SUBDOMAIN,
+    );
+    if let Some(namespace) = &gateway.namespace {
+        errors.length(
+            "spec.gatewayRef.namespace",
+            namespace,
+            1,
+            limits::LABEL_NAME,
+        );
+    }
+    errors.length(
+        "spec.gatewayRef.sectionName",
+        &gateway.section_name,
+        1,
+        limits::DNS_SUBDOMAIN,
+    );
+    let field = "spec.gatewayRef.host";
+    if errors.length(field, &gateway.host, 1, limits::DNS_SUBDOMAIN)
+        && !rules::is_hostname(&gateway.host)
+    {
+        errors.push(field, messages::HOST);
+    }
+}
+
+fn check_engine_args(args: &EngineArgs, errors: &mut Errors) {
+    errors.at_least("spec.engineArgs.maxModelLen", args.max_model_len, 1);
+    let field = "spec.engineArgs.gpuMemoryUtilization";
+    if errors.length(field, &args.gpu_memory_utilization, 1, limits::DECIMAL)
+        && !rules::is_fraction(&args.gpu_memory_utilization)
+    {
+        errors.push(field, messages::GPU_MEMORY_UTILIZATION);
+    }
+    errors.at_least("spec.engineArgs.maxNumSeqs", args.max_num_seqs, 1);
+    if let Some(tp) = args.tensor_parallel_size {
+        errors.at_least("spec.engineArgs.tensorParallelSize", tp, 1);
+    }
+    let field = "spec.engineArgs.extraArgs";
+    if args.extra_args.len() > limits::EXTRA_ARGS {
+        errors.push(
+            field,
+            format!("must have at most {} items", limits::EXTRA_ARGS),
+        );
+    }
+    for (i, arg) in args.extra_args.iter().enumerate() {
+        errors.length(&format!("{field}[{i}]"), arg, 0, limits::EXTRA_ARG);
+    }
+    for flag in RESERVED_FLAGS {
+        if args.extra_args.iter().any(|arg| flag.is_set_by(arg)) {
+            errors.push(field, flag.message());
+        }
+    }
+}
+
+fn check_probe<K: ProbeKind>(probe: &Probe<K>, errors: &mut Errors) {
+    let prefix = format!("spec.{}", K::FIELD);
+    let field = format!("{prefix}.path");
+    if errors.length(&field, &probe.path, 1, limits::PATH) && !probe.path.starts_with('/') {
+        errors.push(field, messages::probe_path(K::FIELD));
+    }
+    errors.at_least(
+        &format!("{prefix}.initialDelaySeconds"),
+        probe.initial_delay_seconds,
+        0,
+    );
+    errors.at_least(&format!("{prefix}.periodSeconds"), probe.period_seconds, 1);
+    errors.at_least(
+        &format!("{prefix}.timeoutSeconds"),
+        probe.timeout_seconds,
+        1,
+    );
+    errors.at_least(
+        &format!("{prefix}.failureThreshold"),
+        probe.failure_threshold,
+        1,
+    );
+}
+
+fn check_monitoring(monitoring: &Monitoring, errors: &mut Errors) {
+    let field = "spec.monitoring.path";
+    if errors.length(field, &monitoring.path, 1, limits::PATH) && !monitoring.path.starts_with('/')
+    {
+        errors.push(field, messages::MONITORING_PATH);
+    }
+    let field = "spec.monitoring.interval";
+    if errors.length(field, &monitoring.interval, 1, limits::DURATION)
+        && !rules::is_duration(&monitoring.interval)
+    {
+        errors.push(field, messages::INTERVAL);
+    }
+    errors.label_map(
+        "spec.monitoring.labels",
+        "monitoring.labels",
+        &monitoring.labels,
+    );
+}
+
+/// A DNS-1035 label: what a Service name must be.
+fn is_dns1035_label(s: &str) -> bool {
+    s.len() <= limits::LABEL_NAME
+        && s.starts_with(|c: char| c.is_ascii_lowercase())
+        && s.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dns1035_labels() {
+        assert!(is_dns1035_label("qwen-demo"));
+        assert!(is_dns1035_label("a"));
+        assert!(!is_dns1035_label("1abc"));
+        assert!(!is_dns1035_label("qwen2.5"));
+        assert!(!is_dns1035_label("a-"));
+        assert!(!is_dns1035_label(&"a".repeat(64)));
+    }
+}
