@@ -158,9 +158,10 @@ pub fn desired(vs: &VLLMService, obs: &Observed<'_>, now: Timestamp) -> VLLMServ
         ),
     };
 
+    // Ordered by cause: without storage the pods cannot start, so that is said first.
     let parts = [
-        &deployment_ready,
         &storage_ready,
+        &deployment_ready,
         &route_ready,
         &monitoring_ready,
     ];

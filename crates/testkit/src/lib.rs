@@ -78,12 +78,21 @@ pub async fn client() -> Client {
 
 /// A client from a kubeconfig file.
 pub async fn client_for(kubeconfig: &Path) -> Client {
+    Client::try_from(config_for(kubeconfig).await).expect("client from kubeconfig")
+}
+
+/// The client configuration of the shared cluster (to build a client with layers).
+pub async fn config() -> Config {
+    config_for(cluster().kubeconfig()).await
+}
+
+/// The client configuration of a kubeconfig file.
+pub async fn config_for(kubeconfig: &Path) -> Config {
     let kc = Kubeconfig::read_from(kubeconfig)
         .unwrap_or_else(|e| panic!("reading {}: {e}", kubeconfig.display()));
-    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+    Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
-        .expect("valid kubeconfig");
-    Client::try_from(config).expect("client from kubeconfig")
+        .expect("valid kubeconfig")
 }
 
 /// Runs kubectl against the shared cluster and returns its output.

@@ -1,0 +1,200 @@
+//! An operator running in-process against the local cluster, scoped to one
+//! fresh namespace, with its write counter readable by the test.
+
+#![allow(dead_code)] // each test binary uses a different part of this module
+
+use std::{sync::Arc, time::Duration};
+
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use kube::{
+    Api, Client,
+    api::{Patch, PatchParams, PostParams},
+};
+use serde_json::{Value, json};
+use testkit::TestNamespace;
+use tokio::{sync::oneshot, task::JoinHandle};
+use vllmservice_api::VLLMService;
+use vllmservice_controller::{controller, metrics::Metrics};
+
+pub const WAIT: Duration = Duration::from_secs(60);
+
+pub struct Operator {
+    pub metrics: Arc<Metrics>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl Operator {
+    /// Starts the controller, watching only `ns`.
+    pub async fn start(ns: &str) -> Operator {
+        let metrics = Arc::new(Metrics::default());
+        let client = vllmservice_controller::metrics::counting_client(
+            testkit::config().await,
+            metrics.clone(),
+        )
+        .expect("operator client");
+        let (stop, stopped) = oneshot::channel::<()>();
+        let opts = controller::Options {
+            namespace: Some(ns.to_string()),
+            ..controller::Options::default()
+        };
+        let task = tokio::spawn(controller::run(client, metrics.clone(), opts, async {
+            let _ = stopped.await;
+        }));
+        Operator {
+            metrics,
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    /// Stops the controller and waits until it has.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(30), task).await;
+        }
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
+
+/// A test's namespace, an operator watching it, and an admin client.
+pub struct Env {
+    pub client: Client,
+    pub ns: TestNamespace,
+    pub operator: Operator,
+}
+
+impl Env {
+    pub async fn new(prefix: &str) -> Env {
+        testkit::install_crds();
+        let client = testkit::client().await;
+        let ns = TestNamespace::new(&client, prefix).await;
+        let operator = Operator::start(&ns.name).await;
+        Env {
+            client,
+            ns,
+            operator,
+        }
+    }
+
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = kube::core::NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), &self.ns.name)
+    }
+
+    /// A bound PVC named `name` (backed by a static PV made for it).
+    pub async fn bound_pvc(&self, name: &str) {
+        let pv: PersistentVolume = serde_json::from_value(json!({
+            "metadata": {"name": format!("{}-{name}", self.ns.name)},
+            "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadOnlyMany"],
+                     "storageClassName": "static-models", "hostPath": {"path": "/data/models"},
+                     "persistentVolumeReclaimPolicy": "Delete",
+                     "claimRef": {"namespace": self.ns.name, "name": name}}
+        }))
+        .unwrap();
+        Api::<PersistentVolume>::all(self.client.clone())
+            .create(&PostParams::default(), &pv)
+            .await
+            .unwrap();
+        let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "static-models",
+                     "resources": {"requests": {"storage": "10Gi"}}}
+        }))
+        .unwrap();
+        self.api::<PersistentVolumeClaim>()
+            .create(&PostParams::default(), &pvc)
+            .await
+            .unwrap();
+    }
+
+    /// Creates a VLLMService from JSON (namespace filled in).
+    pub async fn create(&self, body: Value) -> VLLMService {
+        let vs: VLLMService = serde_json::from_value(body).expect("a VLLMService");
+        self.api::<VLLMService>()
+            .create(&PostParams::default(), &vs)
+            .await
+            .expect("the API server accepts the VLLMService")
+    }
+
+    /// Merge-patches a VLLMService's spec.
+    pub async fn patch_spec(&self, name: &str, spec: Value) {
+        self.api::<VLLMService>()
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": spec})),
+            )
+            .await
+            .expect("patch accepted");
+    }
+
+    /// Waits until the VLLMService satisfies `check`, failing with its last status.
+    pub async fn wait_for(
+        &self,
+        name: &str,
+        what: &str,
+        check: impl Fn(&VLLMService) -> bool,
+    ) -> VLLMService {
+        let api = self.api::<VLLMService>();
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let vs = api.get(name).await.expect("VLLMService exists");
+            if check(&vs) {
+                return vs;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                panic!(
+                    "timed out waiting for {what}; last status:\n{}",
+                    serde_json::to_string_pretty(&vs.status).unwrap()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// The condition of `type_`, as (status, reason, message).
+pub fn condition(vs: &VLLMService, type_: &str) -> Option<(String, String, String)> {
+    vs.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+pub fn is_available(vs: &VLLMService) -> bool {
+    condition(vs, "Available").is_some_and(|c| c.0 == "True")
+        && vs.status.as_ref().and_then(|s| s.observed_generation) == vs.metadata.generation
+}
+
+/// A spec that schedules on the local cluster's fake GPU nodes.
+pub fn gpu_service(name: &str, pvc: &str) -> Value {
+    json!({
+        "apiVersion": "aiinfra.example.com/v1alpha1",
+        "kind": "VLLMService",
+        "metadata": {"name": name},
+        "spec": {
+            "image": "vllm/vllm-openai:v0.11.0",
+            "modelPath": "/data/models/Qwen2.5-1.5B-Instruct",
+            "modelName": "qwen2.5-1.5b-instruct",
+            "resources": {"requests": {"cpu": "2", "memory": "8Gi", "nvidia.com/gpu": "1"},
+                          "limits": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"}},
+            "storage": {"pvcName": pvc, "mountPath": "/data/models"}
+        }
+    })
+}
