@@ -43,11 +43,9 @@ impl Default for Metrics {
     fn default() -> Self {
         let reconciles = Counter::default();
         let reconcile_errors = Family::<ErrorLabels, Counter>::default();
-        let reconcile_duration = Histogram::new(
-            [
-                0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-            ],
-        );
+        let reconcile_duration = Histogram::new([
+            0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+        ]);
         let writes = Family::<WriteLabels, Counter>::default();
         let managed_objects = Gauge::default();
         let leader = Gauge::default();

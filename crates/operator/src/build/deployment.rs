@@ -81,6 +81,11 @@ where
     (!m.is_empty()).then(|| m.clone())
 }
 
+/// An optional string field, where "" means unset (as in the Go operator).
+fn set(v: &Option<String>) -> Option<String> {
+    v.clone().filter(|s| !s.is_empty())
+}
+
 fn non_empty_vec<T: Clone>(v: &[T]) -> Option<Vec<T>> {
     (!v.is_empty()).then(|| v.to_vec())
 }
@@ -146,12 +151,8 @@ pub fn deployment(vs: &VLLMService) -> Deployment {
                 ..Volume::default()
             },
         ]),
-        scheduler_name: Some(
-            s.scheduler_name
-                .clone()
-                .unwrap_or_else(|| "default-scheduler".into()),
-        ),
-        runtime_class_name: s.runtime_class_name.clone(),
+        scheduler_name: Some(set(&s.scheduler_name).unwrap_or_else(|| "default-scheduler".into())),
+        runtime_class_name: set(&s.runtime_class_name),
         node_selector: non_empty(&s.node_selector),
         host_ipc: s.host_ipc.then_some(true),
         restart_policy: Some("Always".into()),
@@ -163,7 +164,7 @@ pub fn deployment(vs: &VLLMService) -> Deployment {
         tolerations: non_empty_vec(&s.tolerations),
         affinity: s.affinity.clone(),
         image_pull_secrets: non_empty_vec(&s.image_pull_secrets),
-        service_account_name: s.service_account_name.clone(),
+        service_account_name: set(&s.service_account_name),
         ..PodSpec::default()
     };
     Deployment {
