@@ -3,7 +3,7 @@
 use k8s_openapi::{
     api::{
         apps::v1::Deployment,
-        core::v1::{PersistentVolumeClaim, Pod, Service},
+        core::v1::{ObjectReference, PersistentVolumeClaim, Pod, Service},
     },
     jiff::Timestamp,
 };
@@ -99,7 +99,7 @@ pub async fn reconcile(obj: &DeserializeGuard<VLLMService>, ctx: &Context) -> Re
     record(
         ctx,
         vs,
-        "Deployment",
+        ("apps/v1", "Deployment"),
         &deployment.name_any(),
         &applied,
         &mut conflicts,
@@ -110,7 +110,7 @@ pub async fn reconcile(obj: &DeserializeGuard<VLLMService>, ctx: &Context) -> Re
     record(
         ctx,
         vs,
-        "Service",
+        ("v1", "Service"),
         &service.name_any(),
         &applied,
         &mut conflicts,
@@ -156,7 +156,7 @@ pub async fn reconcile(obj: &DeserializeGuard<VLLMService>, ctx: &Context) -> Re
 async fn record(
     ctx: &Context,
     vs: &VLLMService,
-    kind: &'static str,
+    (api_version, kind): (&str, &'static str),
     name: &str,
     applied: &Applied,
     conflicts: &mut Vec<Conflict>,
@@ -173,24 +173,33 @@ async fn record(
             return;
         }
     };
-    publish(
-        ctx,
-        vs,
-        EventType::Normal,
-        reason,
-        &format!("{kind} {name} {verb}"),
-    )
-    .await;
+    let child = ObjectReference {
+        api_version: Some(api_version.into()),
+        kind: Some(kind.into()),
+        name: Some(name.into()),
+        namespace: vs.namespace(),
+        ..ObjectReference::default()
+    };
+    let note = format!("{kind} {name} {verb}");
+    publish(ctx, vs, EventType::Normal, reason, &note, Some(child)).await;
 }
 
-/// Publishes an event about `vs`. Events are best effort: a failure is logged, not retried.
-pub async fn publish(ctx: &Context, vs: &VLLMService, type_: EventType, reason: &str, note: &str) {
+/// Publishes an event about `vs` (and the child it concerns, if any). Events are
+/// best effort: a failure is logged, not retried.
+pub async fn publish(
+    ctx: &Context,
+    vs: &VLLMService,
+    type_: EventType,
+    reason: &str,
+    note: &str,
+    child: Option<ObjectReference>,
+) {
     let event = Event {
         type_,
         reason: reason.into(),
         note: Some(note.into()),
         action: "Reconcile".into(),
-        secondary: None,
+        secondary: child,
     };
     if let Err(e) = ctx.recorder.publish(&event, &vs.object_ref(&())).await {
         tracing::warn!(name = vs.name_any(), error = %e, "publishing an event failed");
@@ -236,13 +245,13 @@ async fn announce_transitions(ctx: &Context, vs: &VLLMService, next: &VLLMServic
         let prev = find(before, ct::DEGRADED);
         let changed = prev.as_ref().map(|p| (&p.status, &p.reason)) != Some((&d.status, &d.reason));
         if d.status == Status::True.as_str() && changed {
-            publish(ctx, vs, EventType::Warning, &d.reason, &d.message).await;
+            publish(ctx, vs, EventType::Warning, &d.reason, &d.message, None).await;
         }
     }
     if let Some(a) = find(Some(next), ct::AVAILABLE) {
         let prev = find(before, ct::AVAILABLE).map(|p| p.status);
         if a.status == Status::True.as_str() && prev.as_deref() != Some("True") {
-            publish(ctx, vs, EventType::Normal, "Available", &a.message).await;
+            publish(ctx, vs, EventType::Normal, "Available", &a.message, None).await;
         }
     }
 }
