@@ -48,26 +48,32 @@ pub fn is_controlled_by<K: Resource>(obj: &K, owner_uid: &str) -> bool {
 }
 
 /// Applies `desired` unless it is already live; never touches a foreign object.
-pub async fn apply_owned<K>(api: &Api<K>, desired: &K, owner_uid: &str) -> kube::Result<Applied>
+/// Returns what it did and, unless the object is foreign, the live object.
+pub async fn apply_owned<K>(
+    api: &Api<K>,
+    desired: &K,
+    owner_uid: &str,
+) -> kube::Result<(Applied, Option<K>)>
 where
     K: Resource + Serialize + DeserializeOwned + Clone + Debug,
 {
     let name = desired.name_any();
     let live = api.get_opt(&name).await?;
     let desired = stamped(desired);
-    let outcome = match &live {
-        Some(live) if !is_controlled_by(live, owner_uid) => return Ok(Applied::Foreign),
-        Some(live) if up_to_date(&desired, live) => return Ok(Applied::Unchanged),
+    let outcome = match live {
+        Some(live) if !is_controlled_by(&live, owner_uid) => return Ok((Applied::Foreign, None)),
+        Some(live) if up_to_date(&desired, &live) => return Ok((Applied::Unchanged, Some(live))),
         Some(_) => Applied::Updated,
         None => Applied::Created,
     };
-    api.patch(
-        &name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&desired),
-    )
-    .await?;
-    Ok(outcome)
+    let live = api
+        .patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&desired),
+        )
+        .await?;
+    Ok((outcome, Some(live)))
 }
 
 /// Deletes `name` if this VLLMService controls it; never touches a foreign object.

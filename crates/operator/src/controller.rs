@@ -3,29 +3,34 @@
 
 use std::{
     collections::HashMap,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
     time::{Duration, Instant},
 };
 
-use futures::{Future, StreamExt};
+use futures::{Future, FutureExt, StreamExt};
+use gateway_api::apis::standard::{gateways::Gateway, httproutes::HttpRoute};
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{PersistentVolumeClaim, Pod, Service},
 };
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
     Api, Client, ResourceExt,
     core::{DeserializeGuard, PartialObjectMeta},
     runtime::{
-        Controller,
+        Controller, WatchStreamExt,
         controller::{self, Action},
         events::{Recorder, Reporter},
         reflector::{ObjectRef, Store},
-        watcher,
+        watcher::{self, watcher},
     },
 };
 use vllmservice_api::VLLMService;
 
-use crate::{error::Error, metrics::Metrics, names, reconcile};
+use crate::{error::Error, metrics::Metrics, names, optional::Apis, reconcile, route::Target};
 
 /// Options of the controller loop.
 #[derive(Debug, Clone)]
@@ -57,6 +62,8 @@ impl Default for Options {
 /// What every reconcile shares.
 pub struct Context {
     pub client: Client,
+    /// The optional APIs installed when this controller's watches were set up.
+    pub apis: Apis,
     pub metrics: Arc<Metrics>,
     pub recorder: Recorder,
     pub resync: Duration,
@@ -65,7 +72,7 @@ pub struct Context {
 }
 
 impl Context {
-    pub fn new(client: Client, metrics: Arc<Metrics>, opts: &Options) -> Self {
+    pub fn new(client: Client, metrics: Arc<Metrics>, opts: &Options, apis: Apis) -> Self {
         let recorder = Recorder::new(
             client.clone(),
             Reporter {
@@ -75,6 +82,7 @@ impl Context {
         );
         Context {
             client,
+            apis,
             metrics,
             recorder,
             resync: opts.resync,
@@ -99,35 +107,134 @@ pub fn backoff(failures: u32) -> Duration {
     Duration::from_secs(1u64 << failures.saturating_sub(1).min(8)).min(Duration::from_secs(300))
 }
 
-/// Runs the controller until `shutdown` completes.
+/// Runs the controller until `shutdown` completes. When an optional API (Gateway
+/// API, Prometheus Operator) is installed or removed, the watches are rebuilt
+/// and every VLLMService is reconciled again; no restart of the process is needed.
 pub async fn run(
     client: Client,
     metrics: Arc<Metrics>,
     opts: Options,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let ctx = Arc::new(Context::new(client.clone(), metrics, &opts));
-    let apis = ScopedApis(client.clone(), opts.namespace.clone());
-    let services: Api<DeserializeGuard<VLLMService>> = apis.api();
+    let shutdown = shutdown.shared();
+    let stopping = Arc::new(AtomicBool::new(false));
+    loop {
+        let apis = tokio::select! {
+            apis = discover_until_ok(&client) => apis,
+            _ = shutdown.clone() => return,
+        };
+        tracing::info!(
+            gateway_api = apis.gateway,
+            prometheus_operator = apis.prometheus,
+            "optional APIs"
+        );
+        let (changed_tx, changed) = tokio::sync::oneshot::channel::<()>();
+        let watch_crds = tokio::spawn({
+            let client = client.clone();
+            async move {
+                apis_changed(client, apis).await;
+                let _ = changed_tx.send(());
+            }
+        });
+        let stop = {
+            let (shutdown, stopping) = (shutdown.clone(), stopping.clone());
+            async move {
+                tokio::select! {
+                    _ = shutdown => stopping.store(true, Ordering::SeqCst),
+                    _ = changed => {}
+                }
+            }
+        };
+        run_watches(client.clone(), metrics.clone(), &opts, apis, stop).await;
+        watch_crds.abort();
+        if stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        tracing::info!("optional APIs changed: rebuilding watches");
+    }
+}
+
+async fn discover_until_ok(client: &Client) -> Apis {
+    let mut failures = 0;
+    loop {
+        match Apis::discover(client).await {
+            Ok(apis) => return apis,
+            Err(e) => {
+                failures += 1;
+                let delay = backoff(failures);
+                tracing::warn!(error = %e, retry_in = ?delay, "reading CRDs failed");
+                tokio::time::sleep(delay).await;
+            }
+        }
+    }
+}
+
+/// Completes when the set of installed optional APIs differs from `current`.
+async fn apis_changed(client: Client, current: Apis) {
+    let crds = Api::<PartialObjectMeta<CustomResourceDefinition>>::all(client.clone());
+    let mut events = watcher(crds, watcher::Config::default())
+        .default_backoff()
+        .touched_objects()
+        .boxed();
+    while let Some(event) = events.next().await {
+        let Ok(crd) = event else { continue };
+        if !Apis::is_relevant(&crd.name_any()) {
+            continue;
+        }
+        if let Ok(now) = Apis::discover(&client).await
+            && now != current
+        {
+            return;
+        }
+    }
+}
+
+/// One incarnation of the controller, with the watches `apis` allows.
+async fn run_watches(
+    client: Client,
+    metrics: Arc<Metrics>,
+    opts: &Options,
+    apis: Apis,
+    stop: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let ctx = Arc::new(Context::new(client.clone(), metrics, opts, apis));
+    let scope = ScopedApis(client.clone(), opts.namespace.clone());
+    let services: Api<DeserializeGuard<VLLMService>> = scope.api();
     let managed = watcher::Config::default().labels(&names::managed_selector());
 
-    let controller = Controller::new(services, watcher::Config::default().any_semantic());
+    let mut controller = Controller::new(services, watcher::Config::default().any_semantic());
     let store = controller.store();
-    // Pods and PVCs are only mapped to VLLMServices: metadata is all we need.
-    let pods = apis.api::<PartialObjectMeta<Pod>>();
-    let pvcs = apis.api::<PartialObjectMeta<PersistentVolumeClaim>>();
+    // Pods, PVCs and Gateways are only mapped to VLLMServices: metadata is all we need.
+    let pvc_store = store.clone();
+    controller = controller
+        .owns(scope.api::<Deployment>(), managed.clone())
+        .owns(scope.api::<Service>(), managed.clone())
+        .watches(
+            scope.api::<PartialObjectMeta<Pod>>(),
+            managed.clone(),
+            |pod| {
+                let ns = pod.namespace()?;
+                names::instance_of(pod.labels()).map(|n| ObjectRef::new(n).within(&ns))
+            },
+        )
+        .watches(
+            scope.api::<PartialObjectMeta<PersistentVolumeClaim>>(),
+            watcher::Config::default(),
+            move |pvc| services_using_pvc(&pvc_store, &pvc),
+        );
+    if apis.gateway {
+        let gw_store = store.clone();
+        controller = controller
+            .owns(scope.api::<HttpRoute>(), managed.clone())
+            .watches(
+                scope.api::<PartialObjectMeta<Gateway>>(),
+                watcher::Config::default(),
+                move |gw| services_using_gateway(&gw_store, &gw),
+            );
+    }
     controller
-        .owns(apis.api::<Deployment>(), managed.clone())
-        .owns(apis.api::<Service>(), managed.clone())
-        .watches(pods, managed, |pod| {
-            let ns = pod.namespace()?;
-            names::instance_of(pod.labels()).map(|n| ObjectRef::new(n).within(&ns))
-        })
-        .watches(pvcs, watcher::Config::default(), move |pvc| {
-            services_using_pvc(&store, &pvc)
-        })
         .with_config(controller::Config::default().concurrency(opts.concurrency))
-        .graceful_shutdown_on(shutdown)
+        .graceful_shutdown_on(stop)
         .run(reconcile_guarded, error_policy, ctx)
         .for_each(|res| async move {
             if let Err(e) = res {
@@ -151,6 +258,27 @@ impl ScopedApis {
             None => Api::all(self.0.clone()),
         }
     }
+}
+
+fn services_using_gateway(
+    store: &Store<DeserializeGuard<VLLMService>>,
+    gw: &PartialObjectMeta<Gateway>,
+) -> Vec<ObjectRef<DeserializeGuard<VLLMService>>> {
+    let (Some(ns), name) = (gw.namespace(), gw.name_any()) else {
+        return vec![];
+    };
+    store
+        .state()
+        .iter()
+        .filter_map(|g| g.0.as_ref().ok())
+        .filter(|vs| {
+            vs.spec.gateway_ref.as_ref().is_some_and(|r| {
+                let t = Target::of(vs, r);
+                t.namespace == ns && t.name == name
+            })
+        })
+        .map(|vs| ObjectRef::new(&vs.name_any()).within(&vs.namespace().unwrap_or_default()))
+        .collect()
 }
 
 fn services_using_pvc(

@@ -1,10 +1,7 @@
 //! One reconcile of one VLLMService: read → validate → build → apply → status.
 
 use k8s_openapi::{
-    api::{
-        apps::v1::Deployment,
-        core::v1::{ObjectReference, PersistentVolumeClaim, Pod, Service},
-    },
+    api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod},
     jiff::Timestamp,
 };
 use kube::{
@@ -19,15 +16,20 @@ use kube::{
 use serde_json::json;
 use vllmservice_api::{VLLMService, VLLMServiceStatus, condition_types as ct};
 
+use std::{fmt::Debug, time::Duration};
+
+use gateway_api::apis::standard::httproutes::HttpRoute;
+use serde::{Serialize, de::DeserializeOwned};
+
 use crate::{
-    apply::{self, Applied, FIELD_MANAGER},
+    apply::{self, Applied, Deleted, FIELD_MANAGER},
     build,
     conditions::Status,
     controller::Context,
     diagnose,
     error::Result,
-    names,
-    status::{self, Conflict, Feature, Observed, Storage},
+    names, optional, route,
+    status::{self, Conflict, Feature, Observed, RouteNames, Storage},
 };
 
 pub async fn reconcile(obj: &DeserializeGuard<VLLMService>, ctx: &Context) -> Result<Action> {
@@ -90,38 +92,13 @@ pub async fn reconcile(obj: &DeserializeGuard<VLLMService>, ctx: &Context) -> Re
     }
 
     let uid = vs.uid().unwrap_or_default();
-    let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
-    let services: Api<Service> = Api::namespaced(ctx.client.clone(), &ns);
     let mut conflicts = Vec::new();
 
     let deployment = build::deployment(vs);
-    let applied = apply::apply_owned(&deployments, &deployment, &uid).await?;
-    record(
-        ctx,
-        vs,
-        ("apps/v1", "Deployment"),
-        &deployment.name_any(),
-        &applied,
-        &mut conflicts,
-    )
-    .await;
-    let service = build::service(vs);
-    let applied = apply::apply_owned(&services, &service, &uid).await?;
-    record(
-        ctx,
-        vs,
-        ("v1", "Service"),
-        &service.name_any(),
-        &applied,
-        &mut conflicts,
-    )
-    .await;
+    let live_deployment = apply_child(ctx, vs, &uid, deployment, &mut conflicts).await?;
+    apply_child(ctx, vs, &uid, build::service(vs), &mut conflicts).await?;
+    let (route, route_names, requeue) = reconcile_route(ctx, vs, &uid, &mut conflicts).await?;
 
-    let live_deployment = if conflicts.iter().any(|c| c.kind == "Deployment") {
-        None
-    } else {
-        deployments.get_opt(&deployment.name_any()).await?
-    };
     let pvc = Api::<PersistentVolumeClaim>::namespaced(ctx.client.clone(), &ns)
         .get_opt(&vs.spec.storage.pvc_name)
         .await?;
@@ -144,44 +121,167 @@ pub async fn reconcile(obj: &DeserializeGuard<VLLMService>, ctx: &Context) -> Re
         storage,
         conflicts,
         findings: diagnose::findings(live_deployment.as_ref(), &pods),
-        route: Feature::ready("RouteNotRequired", "spec.gatewayRef is not set"),
+        route,
+        route_names,
         monitoring: Feature::ready("MonitoringDisabled", "spec.monitoring.enabled is false"),
+        service_monitor_name: None,
     };
     let next = status::desired(vs, &observed, Timestamp::now());
     write_status(&api, vs, next, ctx).await?;
-    Ok(Action::requeue(ctx.resync))
+    Ok(match requeue {
+        Requeue::Resync => Action::requeue(ctx.resync),
+        Requeue::After(d) => Action::requeue(d.min(ctx.resync)),
+        Requeue::OnChange => Action::await_change(),
+    })
+}
+
+/// When to look again without an event.
+enum Requeue {
+    /// The periodic safety net.
+    Resync,
+    /// Something may appear by itself (a Gateway, a listener).
+    After(Duration),
+    /// Only a change can help (a configuration error); watches still trigger.
+    OnChange,
+}
+
+/// How long to wait before re-checking a missing Gateway or listener (SPEC section 3).
+const GATEWAY_RETRY: Duration = Duration::from_secs(60);
+
+/// Applies one child, records the outcome, and returns the live object unless it is foreign.
+async fn apply_child<K>(
+    ctx: &Context,
+    vs: &VLLMService,
+    uid: &str,
+    desired: K,
+    conflicts: &mut Vec<Conflict>,
+) -> Result<Option<K>>
+where
+    K: Resource<Scope = kube::core::NamespaceResourceScope>
+        + Serialize
+        + DeserializeOwned
+        + Clone
+        + Debug,
+    K::DynamicType: Default,
+{
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &vs.namespace().unwrap_or_default());
+    let (applied, live) = apply::apply_owned(&api, &desired, uid).await?;
+    record(ctx, vs, &desired, &applied, conflicts).await;
+    Ok(live)
+}
+
+/// The HTTPRoute: deleted when not wanted or not resolvable, applied when the
+/// gatewayRef resolves; RouteReady from the Gateway controller's verdict.
+async fn reconcile_route(
+    ctx: &Context,
+    vs: &VLLMService,
+    uid: &str,
+    conflicts: &mut Vec<Conflict>,
+) -> Result<(Feature, Option<RouteNames>, Requeue)> {
+    let name = names::child_name(vs);
+    let Some(gateway_ref) = &vs.spec.gateway_ref else {
+        if ctx.apis.gateway {
+            delete_child::<HttpRoute>(ctx, vs, &name, uid).await?;
+        }
+        let f = Feature::ready("RouteNotRequired", "spec.gatewayRef is not set");
+        return Ok((f, None, Requeue::Resync));
+    };
+    if !ctx.apis.gateway {
+        let f = Feature {
+            status: Status::False,
+            reason: "APINotInstalled".into(),
+            message: optional::not_installed("Gateway API", &optional::GATEWAY_CRDS),
+        };
+        return Ok((f, None, Requeue::Resync));
+    }
+    let target = route::Target::of(vs, gateway_ref);
+    let unresolved = |reason: &str, message: String| Feature {
+        status: Status::False,
+        reason: reason.into(),
+        message,
+    };
+    let (feature, requeue) = match route::resolve(&ctx.client, &target).await? {
+        route::Resolution::Missing { reason, message } => {
+            (unresolved(reason, message), Requeue::After(GATEWAY_RETRY))
+        }
+        route::Resolution::WrongProtocol { message } => (
+            unresolved("UnsupportedProtocol", message),
+            Requeue::OnChange,
+        ),
+        route::Resolution::Resolved => {
+            let desired = build::httproute(vs).expect("gatewayRef is set");
+            let feature = match apply_child(ctx, vs, uid, desired, conflicts).await? {
+                Some(live) => route::route_readiness(&live, &target),
+                None => unresolved(
+                    "ResourceConflict",
+                    format!("HTTPRoute {name} exists and is not controlled by this VLLMService"),
+                ),
+            };
+            let names = RouteNames {
+                route: name,
+                gateway_name: target.name,
+                gateway_namespace: target.namespace,
+            };
+            return Ok((feature, Some(names), Requeue::Resync));
+        }
+    };
+    delete_child::<HttpRoute>(ctx, vs, &name, uid).await?;
+    Ok((feature, None, requeue))
+}
+
+/// Deletes a child this VLLMService controls; a foreign one is left alone.
+async fn delete_child<K>(ctx: &Context, vs: &VLLMService, name: &str, uid: &str) -> Result<()>
+where
+    K: Resource<Scope = kube::core::NamespaceResourceScope> + DeserializeOwned + Clone + Debug,
+    K::DynamicType: Default,
+{
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &vs.namespace().unwrap_or_default());
+    if apply::delete_owned(&api, name, uid).await? == Deleted::Deleted {
+        let kind = K::kind(&K::DynamicType::default()).to_string();
+        let child = ObjectReference {
+            api_version: Some(K::api_version(&K::DynamicType::default()).to_string()),
+            kind: Some(kind.clone()),
+            name: Some(name.into()),
+            namespace: vs.namespace(),
+            ..ObjectReference::default()
+        };
+        let note = format!("{kind} {name} deleted");
+        publish(ctx, vs, EventType::Normal, "Deleted", &note, Some(child)).await;
+    }
+    Ok(())
 }
 
 /// Records what applying a child did: an event for a change, a conflict for a foreign object.
-async fn record(
+async fn record<K: Resource>(
     ctx: &Context,
     vs: &VLLMService,
-    (api_version, kind): (&str, &'static str),
-    name: &str,
+    child: &K,
     applied: &Applied,
     conflicts: &mut Vec<Conflict>,
-) {
+) where
+    K::DynamicType: Default,
+{
+    let dt = K::DynamicType::default();
+    let kind = K::kind(&dt).to_string();
+    let name = child.name_any();
     let (reason, verb) = match applied {
         Applied::Created => ("Created", "created"),
         Applied::Updated => ("Updated", "updated"),
         Applied::Unchanged => return,
         Applied::Foreign => {
-            conflicts.push(Conflict {
-                kind,
-                name: name.to_string(),
-            });
+            conflicts.push(Conflict { kind, name });
             return;
         }
     };
-    let child = ObjectReference {
-        api_version: Some(api_version.into()),
-        kind: Some(kind.into()),
-        name: Some(name.into()),
+    let reference = ObjectReference {
+        api_version: Some(K::api_version(&dt).to_string()),
+        kind: Some(kind.clone()),
+        name: Some(name.clone()),
         namespace: vs.namespace(),
         ..ObjectReference::default()
     };
     let note = format!("{kind} {name} {verb}");
-    publish(ctx, vs, EventType::Normal, reason, &note, Some(child)).await;
+    publish(ctx, vs, EventType::Normal, reason, &note, Some(reference)).await;
 }
 
 /// Publishes an event about `vs` (and the child it concerns, if any). Events are

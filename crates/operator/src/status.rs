@@ -23,7 +23,7 @@ pub enum Storage {
 /// A child the reconcile could not write because someone else owns that name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Conflict {
-    pub kind: &'static str,
+    pub kind: String,
     pub name: String,
 }
 
@@ -55,6 +55,14 @@ impl Feature {
     }
 }
 
+/// The names status reports once an HTTPRoute is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteNames {
+    pub route: String,
+    pub gateway_name: String,
+    pub gateway_namespace: String,
+}
+
 /// Everything the status is derived from.
 #[derive(Debug, Clone)]
 pub struct Observed<'a> {
@@ -63,7 +71,9 @@ pub struct Observed<'a> {
     pub conflicts: Vec<Conflict>,
     pub findings: Vec<Finding>,
     pub route: Feature,
+    pub route_names: Option<RouteNames>,
     pub monitoring: Feature,
+    pub service_monitor_name: Option<String>,
 }
 
 /// The status `vs` should have given what was observed.
@@ -234,7 +244,6 @@ pub fn desired(vs: &VLLMService, obs: &Observed<'_>, now: Timestamp) -> VLLMServ
         .as_ref()
         .map(|s| s.conditions.as_slice())
         .unwrap_or_default();
-    let prev = vs.status.clone().unwrap_or_default();
     VLLMServiceStatus {
         observed_generation: Some(generation),
         conditions: merge(previous, &next, generation, now),
@@ -246,8 +255,14 @@ pub fn desired(vs: &VLLMService, obs: &Observed<'_>, now: Timestamp) -> VLLMServ
         deployment_name: deployment_conflict.is_none().then(|| names::child_name(vs)),
         service_name: (!obs.conflicts.iter().any(|c| c.kind == "Service"))
             .then(|| names::child_name(vs)),
+        http_route_name: obs.route_names.as_ref().map(|r| r.route.clone()),
+        gateway_ref_name: obs.route_names.as_ref().map(|r| r.gateway_name.clone()),
+        gateway_ref_namespace: obs
+            .route_names
+            .as_ref()
+            .map(|r| r.gateway_namespace.clone()),
+        service_monitor_name: obs.service_monitor_name.clone(),
         message: Some(message.clone()),
-        ..prev
     }
 }
 

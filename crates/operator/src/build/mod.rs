@@ -3,7 +3,9 @@
 //! objects, which is what makes "apply only what differs" possible.
 
 mod deployment;
+mod httproute;
 mod service;
 
 pub use deployment::{SHM_DEFAULT_SIZE, deployment, vllm_args};
+pub use httproute::httproute;
 pub use service::service;
