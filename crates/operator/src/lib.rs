@@ -8,5 +8,8 @@ pub mod diagnose;
 pub mod error;
 pub mod metrics;
 pub mod names;
+pub mod optional;
+pub mod rbac;
 pub mod reconcile;
+pub mod route;
 pub mod status;
