@@ -7,7 +7,7 @@ use std::{
     future::Future,
     path::{Path, PathBuf},
     process::{Command, Output},
-    sync::OnceLock,
+    sync::{Mutex, OnceLock},
     time::Duration,
 };
 
@@ -38,10 +38,31 @@ impl Cluster {
 
     /// `kubectl` against this cluster.
     pub fn kubectl(&self) -> Command {
-        let mut cmd = Command::new("kubectl");
-        cmd.env("KUBECONFIG", &self.kubeconfig);
-        cmd
+        kubectl_command(&self.kubeconfig)
     }
+}
+
+/// `kubectl` against the cluster of a kubeconfig file.
+fn kubectl_command(kubeconfig: &Path) -> Command {
+    let mut cmd = Command::new("kubectl");
+    cmd.env("KUBECONFIG", kubeconfig);
+    cmd
+}
+
+/// Runs `kubectl` against the cluster of `kubeconfig`; panics with stderr
+/// unless it succeeded; returns stdout.
+fn kubectl_ok_on(kubeconfig: &Path, args: &[&str]) -> String {
+    let out = kubectl_command(kubeconfig)
+        .args(args)
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        out.status.success(),
+        "kubectl {} failed: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Starts the local cluster (or reuses the one already running for this
@@ -126,36 +147,234 @@ pub fn kubectl_stdin(args: &[&str], stdin: &str) -> Output {
 
 /// Like [`kubectl`], but panics with stderr unless kubectl succeeded; returns stdout.
 pub fn kubectl_ok(args: &[&str]) -> String {
-    let out = kubectl(args);
-    assert!(
-        out.status.success(),
-        "kubectl {} failed: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    kubectl_ok_on(cluster().kubeconfig(), args)
 }
 
 /// Applies every CRD under `config/crd/` (server-side) and waits until they
 /// are established. Safe to call from many tests at once.
 pub fn install_crds() {
+    install_crds_on(cluster().kubeconfig());
+}
+
+fn install_crds_on(kubeconfig: &Path) {
     let dir = repo_root().join("config/crd");
     let dir = dir.to_str().expect("utf-8 path");
-    kubectl_ok(&[
+    kubectl_ok_on(
+        kubeconfig,
+        &[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--field-manager=testkit",
+            "-f",
+            dir,
+        ],
+    );
+    kubectl_ok_on(
+        kubeconfig,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "-f",
+            dir,
+        ],
+    );
+}
+
+/// Installs the Gateway API standard channel CRDs (the version pinned in
+/// `hack/cluster/crds/go.mod`, from the Go module cache) on the shared cluster
+/// and waits until they are established. Idempotent and safe to call from many
+/// tests at once; applied once per test process.
+pub fn install_gateway_api_crds() {
+    static DONE: Mutex<bool> = Mutex::new(false);
+    once_per_process(&DONE, || {
+        install_third_party_crds_on(cluster().kubeconfig(), ThirdParty::GatewayApi)
+    });
+}
+
+/// Installs the Prometheus Operator `ServiceMonitor` and `PrometheusRule` CRDs
+/// (pinned in `hack/cluster/crds/go.mod`) on the shared cluster and waits until
+/// they are established. Idempotent and safe to call from many tests at once;
+/// applied once per test process.
+pub fn install_prometheus_crds() {
+    static DONE: Mutex<bool> = Mutex::new(false);
+    once_per_process(&DONE, || {
+        install_third_party_crds_on(cluster().kubeconfig(), ThirdParty::Prometheus)
+    });
+}
+
+/// Runs `install` unless it already succeeded in this process; concurrent
+/// callers wait for the one running it.
+fn once_per_process(done: &Mutex<bool>, install: impl FnOnce()) {
+    let mut done = done.lock().unwrap_or_else(|e| e.into_inner());
+    if !*done {
+        install();
+        *done = true;
+    }
+}
+
+/// The third-party CRD sets `hack/cluster/crds.sh` knows.
+#[derive(Clone, Copy, Debug)]
+enum ThirdParty {
+    GatewayApi,
+    Prometheus,
+}
+
+impl ThirdParty {
+    fn crds_sh_arg(self) -> &'static str {
+        match self {
+            ThirdParty::GatewayApi => "gateway",
+            ThirdParty::Prometheus => "prometheus",
+        }
+    }
+}
+
+/// The CRD manifests of `which`, as paths in the Go module cache.
+fn third_party_crd_files(which: ThirdParty) -> Vec<String> {
+    let script = repo_root().join("hack/cluster/crds.sh");
+    let out = Command::new(&script)
+        .arg(which.crds_sh_arg())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "{} {} failed: {}",
+        script.display(),
+        which.crds_sh_arg(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let files: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(str::to_owned)
+        .collect();
+    assert!(!files.is_empty(), "{} printed no files", script.display());
+    files
+}
+
+/// Applies the CRDs of `which` (server-side) on the cluster of `kubeconfig` and
+/// waits until they are established. Retries a few times, because concurrent
+/// first applies of the same object (other test processes) can conflict.
+fn install_third_party_crds_on(kubeconfig: &Path, which: ThirdParty) {
+    let files = third_party_crd_files(which);
+    let with_files = |args: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        for f in &files {
+            v.push("-f".into());
+            v.push(f.clone());
+        }
+        v
+    };
+    let apply = with_files(&[
         "apply",
         "--server-side",
         "--force-conflicts",
         "--field-manager=testkit",
-        "-f",
-        dir,
     ]);
-    kubectl_ok(&[
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "-f",
-        dir,
-    ]);
+    let wait = with_files(&["wait", "--for=condition=Established", "--timeout=60s"]);
+    let mut last = String::new();
+    for attempt in 0..5 {
+        if attempt > 0 {
+            std::thread::sleep(Duration::from_millis(500 * attempt));
+        }
+        let out = kubectl_command(kubeconfig)
+            .args(&apply)
+            .output()
+            .expect("kubectl runs");
+        if out.status.success() {
+            let args: Vec<&str> = wait.iter().map(String::as_str).collect();
+            kubectl_ok_on(kubeconfig, &args);
+            return;
+        }
+        last = String::from_utf8_lossy(&out.stderr).into_owned();
+    }
+    panic!("installing the {which:?} CRDs failed: {last}");
+}
+
+/// A local cluster of one test's own, for tests that need a cluster state the
+/// shared one cannot promise (for example no Gateway API CRDs). Started fresh
+/// by [`PrivateCluster::start`] in `target/cluster-<name>` and stopped when
+/// dropped. Each costs a control plane's start (tens of seconds), so use them
+/// sparingly, and give each a distinct name.
+pub struct PrivateCluster {
+    dir: PathBuf,
+    kubeconfig: PathBuf,
+}
+
+impl PrivateCluster {
+    /// Starts a fresh cluster with its state in `<repo>/target/cluster-<name>`
+    /// (a leftover one of the same name is stopped first).
+    pub fn start(name: &str) -> PrivateCluster {
+        let dir = repo_root().join("target").join(format!("cluster-{name}"));
+        let cluster = PrivateCluster {
+            kubeconfig: dir.join("kubeconfig"),
+            dir,
+        };
+        // A leftover of a killed run may still be healthy, with whatever a
+        // previous test installed: never reuse it.
+        let _ = cluster.cluster_sh("down");
+        let out = cluster
+            .cluster_sh("up")
+            .unwrap_or_else(|e| panic!("cannot run hack/cluster/cluster.sh: {e}"));
+        assert!(
+            out.status.success(),
+            "the private cluster {name} did not start:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        cluster
+    }
+
+    fn cluster_sh(&self, command: &str) -> std::io::Result<Output> {
+        Command::new(repo_root().join("hack/cluster/cluster.sh"))
+            .arg(command)
+            .env("VLLM_CLUSTER_DIR", &self.dir)
+            .output()
+    }
+
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// `kubectl` against this cluster.
+    pub fn kubectl(&self) -> Command {
+        kubectl_command(&self.kubeconfig)
+    }
+
+    /// A client for this cluster (bound to the calling test's runtime).
+    pub async fn client(&self) -> Client {
+        client_for(&self.kubeconfig).await
+    }
+
+    /// Applies this project's CRDs (`config/crd/`) and waits until they are established.
+    pub fn install_crds(&self) {
+        install_crds_on(&self.kubeconfig);
+    }
+
+    /// Installs the Gateway API standard channel CRDs; see [`install_gateway_api_crds`].
+    pub fn install_gateway_api_crds(&self) {
+        install_third_party_crds_on(&self.kubeconfig, ThirdParty::GatewayApi);
+    }
+
+    /// Installs the ServiceMonitor and PrometheusRule CRDs; see [`install_prometheus_crds`].
+    pub fn install_prometheus_crds(&self) {
+        install_third_party_crds_on(&self.kubeconfig, ThirdParty::Prometheus);
+    }
+}
+
+impl Drop for PrivateCluster {
+    fn drop(&mut self) {
+        // Never panic here: Drop may run while a failing test unwinds.
+        match self.cluster_sh("down") {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => eprintln!(
+                "stopping the private cluster in {} failed: {}",
+                self.dir.display(),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+            Err(e) => eprintln!("cannot run hack/cluster/cluster.sh down: {e}"),
+        }
+    }
 }
 
 /// A namespace of its own for one test; deleted when dropped.

@@ -25,14 +25,23 @@ pub struct Operator {
 }
 
 impl Operator {
-    /// Starts the controller, watching only `ns`.
+    /// Starts the controller on the shared cluster, watching only `ns`.
     pub async fn start(ns: &str) -> Operator {
+        Operator::start_with_config(testkit::config().await, ns).await
+    }
+
+    /// Starts the controller with a given client configuration (another cluster,
+    /// another identity), watching only `ns`.
+    pub async fn start_with_config(config: kube::Config, ns: &str) -> Operator {
         let metrics = Arc::new(Metrics::default());
-        let client = vllmservice_controller::metrics::counting_client(
-            testkit::config().await,
-            metrics.clone(),
-        )
-        .expect("operator client");
+        let client = vllmservice_controller::metrics::counting_client(config, metrics.clone())
+            .expect("operator client");
+        Operator::start_with_client(client, metrics, ns)
+    }
+
+    /// Starts the controller with a client the test built (e.g. with an extra
+    /// tower layer), counting into `metrics`, watching only `ns`.
+    pub fn start_with_client(client: Client, metrics: Arc<Metrics>, ns: &str) -> Operator {
         let (stop, stopped) = oneshot::channel::<()>();
         let opts = controller::Options {
             namespace: Some(ns.to_string()),
@@ -46,6 +55,11 @@ impl Operator {
             stop: Some(stop),
             task: Some(task),
         }
+    }
+
+    /// True while the controller task has not ended (it ends only when stopped).
+    pub fn is_running(&self) -> bool {
+        self.task.as_ref().is_some_and(|t| !t.is_finished())
     }
 
     /// Stops the controller and waits until it has.
