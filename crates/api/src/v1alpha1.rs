@@ -524,10 +524,15 @@ pub struct Monitoring {
     ))]
     pub interval: String,
 
-    /// Labels for the ServiceMonitor, e.g. the release label a Prometheus selects on.
+    /// Labels for the ServiceMonitor and PrometheusRule, e.g. the release label a Prometheus
+    /// selects on.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(transform = schema::label_map("monitoring.labels"))]
     pub labels: BTreeMap<String, String>,
+
+    /// Alerting rules on vLLM's own metrics (a PrometheusRule), made when monitoring is
+    /// enabled.
+    pub alerts: Alerts,
 }
 
 impl Default for Monitoring {
@@ -537,6 +542,61 @@ impl Default for Monitoring {
             path: "/metrics".into(),
             interval: "30s".into(),
             labels: BTreeMap::new(),
+            alerts: Alerts::default(),
+        }
+    }
+}
+
+/// Thresholds and severities of the per-service alerts. Every alert is scoped to this
+/// service's pods.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+#[schemars(transform = schema::unwrap_doc_lines)]
+pub struct Alerts {
+    /// Create the PrometheusRule when monitoring is enabled. Defaults to true.
+    pub enabled: bool,
+
+    /// Alert when more requests than this wait in vLLM's queue (vllm:num_requests_waiting)
+    /// for 5 minutes. Defaults to 10.
+    #[schemars(range(min = 1))]
+    pub requests_waiting: i32,
+
+    /// Alert when the KV cache is fuller than this percentage (vllm:kv_cache_usage_perc)
+    /// for 10 minutes. 1 to 100; defaults to 90.
+    #[schemars(range(min = 1, max = 100))]
+    pub kv_cache_usage_percent: i32,
+
+    /// Alert when the 95th percentile time to first token
+    /// (vllm:time_to_first_token_seconds) exceeds this many milliseconds for 10 minutes.
+    /// Defaults to 2000.
+    #[schemars(range(min = 1))]
+    pub time_to_first_token_p95_ms: i32,
+
+    /// Alert when the 95th percentile end-to-end request latency
+    /// (vllm:e2e_request_latency_seconds) exceeds this many milliseconds for 10 minutes.
+    /// Defaults to 30000.
+    #[schemars(range(min = 1))]
+    pub e2e_latency_p95_ms: i32,
+
+    /// Severity label of the service-down and missing-replicas alerts. Defaults to critical.
+    #[schemars(length(min = 1, max = limits::LABEL_NAME), regex(pattern = rules::LABEL_VALUE_RE))]
+    pub critical_severity: String,
+
+    /// Severity label of the queue, cache and latency alerts. Defaults to warning.
+    #[schemars(length(min = 1, max = limits::LABEL_NAME), regex(pattern = rules::LABEL_VALUE_RE))]
+    pub warning_severity: String,
+}
+
+impl Default for Alerts {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            requests_waiting: 10,
+            kv_cache_usage_percent: 90,
+            time_to_first_token_p95_ms: 2000,
+            e2e_latency_p95_ms: 30000,
+            critical_severity: "critical".into(),
+            warning_severity: "warning".into(),
         }
     }
 }

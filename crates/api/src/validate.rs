@@ -330,6 +330,39 @@ fn check_monitoring(monitoring: &Monitoring, errors: &mut Errors) {
         "monitoring.labels",
         &monitoring.labels,
     );
+    let a = &monitoring.alerts;
+    let prefix = "spec.monitoring.alerts";
+    errors.at_least(&format!("{prefix}.requestsWaiting"), a.requests_waiting, 1);
+    errors.at_least(
+        &format!("{prefix}.kvCacheUsagePercent"),
+        a.kv_cache_usage_percent,
+        1,
+    );
+    if a.kv_cache_usage_percent > 100 {
+        errors.push(
+            format!("{prefix}.kvCacheUsagePercent"),
+            "must be at most 100",
+        );
+    }
+    errors.at_least(
+        &format!("{prefix}.timeToFirstTokenP95Ms"),
+        a.time_to_first_token_p95_ms,
+        1,
+    );
+    errors.at_least(
+        &format!("{prefix}.e2eLatencyP95Ms"),
+        a.e2e_latency_p95_ms,
+        1,
+    );
+    for (name, value) in [
+        ("criticalSeverity", &a.critical_severity),
+        ("warningSeverity", &a.warning_severity),
+    ] {
+        let field = format!("{prefix}.{name}");
+        if errors.length(&field, value, 1, limits::LABEL_NAME) && !rules::is_label_value(value) {
+            errors.push(field, "must be a valid label value");
+        }
+    }
 }
 
 /// A DNS-1035 label: what a Service name must be.
