@@ -7,6 +7,8 @@ cd "$repo"
 
 echo "== cargo fmt --check" >&2
 cargo fmt --all -- --check
+echo "== kopium (generated Prometheus Operator types; first install compiles it)" >&2
+hack/gen-types.sh --install-only
 echo "== cargo clippy --all-targets -- -D warnings" >&2
 cargo clippy --workspace --all-targets -- -D warnings
 
@@ -15,6 +17,9 @@ echo "== local control plane" >&2
 hack/cluster/cluster.sh down >/dev/null 2>&1 || true
 trap 'hack/cluster/cluster.sh down' EXIT
 hack/cluster/cluster.sh up
+
+echo "== helm (built once per machine from its Go module, for the packaging tests)" >&2
+hack/tools/helm.sh --build >/dev/null
 
 echo "== cargo test" >&2
 cargo test --workspace --no-fail-fast "$@"

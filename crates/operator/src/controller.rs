@@ -30,6 +30,7 @@ use kube::{
 };
 use vllmservice_api::VLLMService;
 
+use crate::prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor};
 use crate::{error::Error, metrics::Metrics, names, optional::Apis, reconcile, route::Target};
 
 /// Options of the controller loop.
@@ -231,6 +232,11 @@ async fn run_watches(
                 watcher::Config::default(),
                 move |gw| services_using_gateway(&gw_store, &gw),
             );
+    }
+    if apis.prometheus {
+        controller = controller
+            .owns(scope.api::<ServiceMonitor>(), managed.clone())
+            .owns(scope.api::<PrometheusRule>(), managed.clone());
     }
     controller
         .with_config(controller::Config::default().concurrency(opts.concurrency))

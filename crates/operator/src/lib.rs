@@ -9,6 +9,7 @@ pub mod error;
 pub mod metrics;
 pub mod names;
 pub mod optional;
+pub mod prometheus;
 pub mod rbac;
 pub mod reconcile;
 pub mod route;

@@ -19,6 +19,8 @@ use vllmservice_api::{VLLMService, VLLMServiceStatus, condition_types as ct};
 use std::{fmt::Debug, time::Duration};
 
 use gateway_api::apis::standard::httproutes::HttpRoute;
+
+use crate::prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor};
 use serde::{Serialize, de::DeserializeOwned};
 
 use crate::{
@@ -98,6 +100,8 @@ pub async fn reconcile(obj: &DeserializeGuard<VLLMService>, ctx: &Context) -> Re
     let live_deployment = apply_child(ctx, vs, &uid, deployment, &mut conflicts).await?;
     apply_child(ctx, vs, &uid, build::service(vs), &mut conflicts).await?;
     let (route, route_names, requeue) = reconcile_route(ctx, vs, &uid, &mut conflicts).await?;
+    let (monitoring, service_monitor_name) =
+        reconcile_monitoring(ctx, vs, &uid, &mut conflicts).await?;
 
     let pvc = Api::<PersistentVolumeClaim>::namespaced(ctx.client.clone(), &ns)
         .get_opt(&vs.spec.storage.pvc_name)
@@ -123,8 +127,8 @@ pub async fn reconcile(obj: &DeserializeGuard<VLLMService>, ctx: &Context) -> Re
         findings: diagnose::findings(live_deployment.as_ref(), &pods),
         route,
         route_names,
-        monitoring: Feature::ready("MonitoringDisabled", "spec.monitoring.enabled is false"),
-        service_monitor_name: None,
+        monitoring,
+        service_monitor_name,
     };
     let next = status::desired(vs, &observed, Timestamp::now());
     write_status(&api, vs, next, ctx).await?;
@@ -227,6 +231,66 @@ async fn reconcile_route(
     };
     delete_child::<HttpRoute>(ctx, vs, &name, uid).await?;
     Ok((feature, None, requeue))
+}
+
+/// The ServiceMonitor and PrometheusRule: applied when monitoring (and its alerts)
+/// are on, deleted when off.
+async fn reconcile_monitoring(
+    ctx: &Context,
+    vs: &VLLMService,
+    uid: &str,
+    conflicts: &mut Vec<Conflict>,
+) -> Result<(Feature, Option<String>)> {
+    let name = names::child_name(vs);
+    let Some(desired) = build::servicemonitor(vs) else {
+        if ctx.apis.prometheus {
+            delete_child::<ServiceMonitor>(ctx, vs, &name, uid).await?;
+            delete_child::<PrometheusRule>(ctx, vs, &name, uid).await?;
+        }
+        let f = Feature::ready("MonitoringDisabled", "spec.monitoring.enabled is false");
+        return Ok((f, None));
+    };
+    if !ctx.apis.prometheus {
+        let f = Feature {
+            status: Status::False,
+            reason: "APINotInstalled".into(),
+            message: optional::not_installed("Prometheus Operator", &optional::PROMETHEUS_CRDS),
+        };
+        return Ok((f, None));
+    }
+    let before = conflicts.len();
+    let monitor = apply_child(ctx, vs, uid, desired, conflicts).await?;
+    match build::prometheusrule(vs) {
+        Some(rule) => {
+            apply_child(ctx, vs, uid, rule, conflicts).await?;
+        }
+        None => delete_child::<PrometheusRule>(ctx, vs, &name, uid).await?,
+    }
+    if conflicts.len() > before {
+        let kinds: Vec<_> = conflicts[before..]
+            .iter()
+            .map(|c| c.kind.as_str())
+            .collect();
+        let f = Feature {
+            status: Status::False,
+            reason: "ResourceConflict".into(),
+            message: format!(
+                "{} {name} exists and is not controlled by this VLLMService",
+                kinds.join(" and ")
+            ),
+        };
+        return Ok((f, monitor.map(|_| name)));
+    }
+    let alerts = if vs.spec.monitoring.alerts.enabled {
+        format!(" and alerts in PrometheusRule {name}")
+    } else {
+        String::new()
+    };
+    let f = Feature::ready(
+        "Monitored",
+        &format!("scraped through ServiceMonitor {name}{alerts}"),
+    );
+    Ok((f, Some(name)))
 }
 
 /// Deletes a child this VLLMService controls; a foreign one is left alone.

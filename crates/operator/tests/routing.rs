@@ -304,7 +304,7 @@ async fn a_foreign_httproute_with_the_same_name_is_left_alone_and_reported() {
 }
 
 #[tokio::test]
-async fn without_the_gateway_api_the_service_reports_it_and_converges_once_installed() {
+async fn without_optional_apis_the_service_reports_them_and_converges_once_installed() {
     let cluster = PrivateCluster::start("no-gateway-api");
     cluster.install_crds();
     let client = cluster.client().await;

@@ -4,8 +4,12 @@
 
 mod deployment;
 mod httproute;
+mod prometheusrule;
 mod service;
+mod servicemonitor;
 
 pub use deployment::{SHM_DEFAULT_SIZE, deployment, vllm_args};
 pub use httproute::httproute;
+pub use prometheusrule::prometheusrule;
 pub use service::service;
+pub use servicemonitor::servicemonitor;

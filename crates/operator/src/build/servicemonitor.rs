@@ -1,0 +1,53 @@
+//! The ServiceMonitor that has the Prometheus Operator scrape vLLM's metrics
+//! (SPEC section 3), built only when `spec.monitoring.enabled`.
+
+use std::collections::BTreeMap;
+
+use vllmservice_api::VLLMService;
+
+use super::deployment::PORT_NAME;
+use crate::{
+    names,
+    prometheus::servicemonitors::{
+        ServiceMonitor, ServiceMonitorEndpoints, ServiceMonitorNamespaceSelector,
+        ServiceMonitorSelector, ServiceMonitorSpec,
+    },
+};
+
+/// Labels of the monitoring objects: `monitoring.labels`, then the operator's, which win.
+pub fn monitoring_labels(vs: &VLLMService) -> BTreeMap<String, String> {
+    let mut labels = vs.spec.monitoring.labels.clone();
+    labels.extend(names::object_labels(vs));
+    labels
+}
+
+/// The ServiceMonitor for `vs`, or None when monitoring is off.
+pub fn servicemonitor(vs: &VLLMService) -> Option<ServiceMonitor> {
+    let m = &vs.spec.monitoring;
+    if !m.enabled {
+        return None;
+    }
+    let mut metadata = names::child_meta(vs);
+    metadata.labels = Some(monitoring_labels(vs));
+    Some(ServiceMonitor {
+        metadata,
+        spec: ServiceMonitorSpec {
+            endpoints: vec![ServiceMonitorEndpoints {
+                port: Some(PORT_NAME.into()),
+                path: Some(m.path.clone()),
+                interval: Some(m.interval.clone()),
+                ..ServiceMonitorEndpoints::default()
+            }],
+            selector: ServiceMonitorSelector {
+                match_labels: Some(names::selector_labels(vs)),
+                ..ServiceMonitorSelector::default()
+            },
+            namespace_selector: Some(ServiceMonitorNamespaceSelector {
+                match_names: Some(vec![vs.metadata.namespace.clone().unwrap_or_default()]),
+                ..ServiceMonitorNamespaceSelector::default()
+            }),
+            ..ServiceMonitorSpec::default()
+        },
+        status: None,
+    })
+}
