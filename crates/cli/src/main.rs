@@ -20,6 +20,12 @@ enum Command {
     Run(RunArgs),
     /// Print the VLLMService CustomResourceDefinition as YAML.
     Crd,
+    /// Print the operator's RBAC (ClusterRole and leader-election Role) as YAML.
+    Rbac {
+        /// The operator's own namespace, where the leader-election Role grants Leases.
+        #[arg(long, default_value = vllmservice_controller::rbac::DEFAULT_NAMESPACE)]
+        namespace: String,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -54,9 +60,35 @@ struct RunArgs {
         default_value = "human"
     )]
     log_format: LogFormat,
-    /// This replica's name (the pod name in a cluster), reported with events.
+    /// This replica's name (the pod name in a cluster), reported with events and
+    /// used as its identity in the leader lease.
     #[arg(long, env = "POD_NAME")]
     instance: Option<String>,
+    /// Turns on leader election: only the replica holding the Lease in this namespace
+    /// reconciles. Off when unset (a single replica).
+    #[arg(long, env = "VLLM_OPERATOR_LEADER_ELECTION_NAMESPACE")]
+    leader_election_namespace: Option<String>,
+    /// Name of the leader Lease.
+    #[arg(
+        long,
+        env = "VLLM_OPERATOR_LEADER_ELECTION_LEASE_NAME",
+        default_value = "vllmservice-operator"
+    )]
+    leader_election_lease_name: String,
+    /// How long a lease stays valid without renewal, in seconds.
+    #[arg(
+        long,
+        env = "VLLM_OPERATOR_LEADER_ELECTION_LEASE_DURATION_SECONDS",
+        default_value_t = 15
+    )]
+    leader_election_lease_duration_seconds: u64,
+    /// How long before expiry the leader renews, in seconds.
+    #[arg(
+        long,
+        env = "VLLM_OPERATOR_LEADER_ELECTION_RENEW_GRACE_SECONDS",
+        default_value_t = 5
+    )]
+    leader_election_renew_grace_seconds: u64,
 }
 
 #[tokio::main]
@@ -66,8 +98,25 @@ async fn main() -> anyhow::Result<()> {
             print!("{}", vllmservice_api::crd_yaml());
             Ok(())
         }
+        Command::Rbac { namespace } => {
+            print!("{}", rbac_yaml(&namespace)?);
+            Ok(())
+        }
         Command::Run(args) => run(args).await,
     }
+}
+
+/// The ClusterRole and the leader-election Role, as checked in at `config/rbac/role.yaml`.
+fn rbac_yaml(namespace: &str) -> anyhow::Result<String> {
+    use vllmservice_controller::rbac;
+    let cluster_role = serde_saphyr::to_string(&rbac::cluster_role())?;
+    let role = serde_saphyr::to_string(&rbac::leader_election_role(namespace))?;
+    Ok(format!(
+        "# Generated from crates/operator/src/rbac.rs by vllmservice-operator; do not edit.\n\
+         # Regenerate with: cargo run -p vllmservice-operator -- rbac > config/rbac/role.yaml\n\
+         # What each rule is for:\n{}{cluster_role}---\n{role}",
+        rbac::rationale()
+    ))
 }
 
 fn init_logging(format: LogFormat) {
@@ -104,15 +153,111 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let opts = controller::Options {
         concurrency: args.concurrency,
         resync: Duration::from_secs(args.resync_seconds),
-        instance: args.instance,
-        namespace: args.watch_namespace,
+        instance: args.instance.clone(),
+        namespace: args.watch_namespace.clone(),
         ..controller::Options::default()
     };
-    metrics.leader.set(1);
-    tracing::info!("controller starting");
-    controller::run(client, metrics, opts, shutdown_signal()).await;
-    tracing::info!("controller stopped");
+    let Some(lease_namespace) = args.leader_election_namespace.clone() else {
+        metrics.leader.set(1);
+        tracing::info!("controller starting (no leader election)");
+        controller::run(client, metrics, opts, shutdown_signal()).await;
+        tracing::info!("controller stopped");
+        return Ok(());
+    };
+    run_as_leader(client, metrics, opts, &args, lease_namespace).await
+}
+
+/// Waits for the leader Lease, then reconciles while holding it. Losing the
+/// lease stops every write at once (the controller future is dropped) and ends
+/// the process, so a stale leader can never write; SIGTERM releases the lease so
+/// the next replica takes over without waiting for it to expire.
+async fn run_as_leader(
+    client: kube::Client,
+    metrics: Arc<Metrics>,
+    opts: controller::Options,
+    args: &RunArgs,
+    namespace: String,
+) -> anyhow::Result<()> {
+    let identity = args
+        .instance
+        .clone()
+        .unwrap_or_else(|| format!("{}-{}", hostname(), std::process::id()));
+    let manager = kube_lease_manager::LeaseManagerBuilder::new(
+        client.clone(),
+        &args.leader_election_lease_name,
+    )
+    .with_namespace(&namespace)
+    .with_identity(&identity)
+    .with_field_manager(vllmservice_controller::apply::FIELD_MANAGER)
+    .with_duration(args.leader_election_lease_duration_seconds)
+    .with_grace(args.leader_election_renew_grace_seconds)
+    .build()
+    .await
+    .with_context(|| format!("setting up the leader Lease in namespace {namespace}"))?;
+    let (mut leading, lease_task) = manager.watch().await;
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
+    tracing::info!(
+        identity,
+        namespace,
+        lease = args.leader_election_lease_name,
+        "waiting for the leader lease"
+    );
+    let lost = loop {
+        tokio::select! {
+            _ = &mut shutdown => break false,
+            changed = leading.changed() => {
+                if changed.is_err() {
+                    anyhow::bail!("the leader lease task ended: {:?}", lease_task.await);
+                }
+            }
+        }
+        if !*leading.borrow_and_update() {
+            continue;
+        }
+        tracing::info!(identity, "became the leader; controller starting");
+        metrics.leader.set(1);
+        let controller = controller::run(
+            client.clone(),
+            metrics.clone(),
+            opts.clone(),
+            std::future::pending(),
+        );
+        let lost_lease = async {
+            while leading.changed().await.is_ok() {
+                if !*leading.borrow_and_update() {
+                    return;
+                }
+            }
+        };
+        tokio::select! {
+            _ = controller => break false,
+            _ = lost_lease => break true,
+            _ = &mut shutdown => break false,
+        }
+    };
+    metrics.leader.set(0);
+    // Closing the channel makes the lease task release the lease and end.
+    drop(leading);
+    match lease_task.await {
+        Ok(Ok(_)) => {}
+        other => {
+            tracing::warn!(result = ?other.map(|r| r.map(|_| ())), "releasing the leader lease failed")
+        }
+    }
+    if lost {
+        anyhow::bail!(
+            "lost the leader lease: stopped reconciling; exiting so that a fresh start can compete again"
+        );
+    }
+    tracing::info!("stopped and released the leader lease");
     Ok(())
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "vllmservice-operator".into())
 }
 
 async fn shutdown_signal() {
