@@ -20,6 +20,15 @@ enum Command {
     Run(RunArgs),
     /// Print the VLLMService CustomResourceDefinition as YAML.
     Crd,
+    /// Print, offline, every object the operator would create for a VLLMService
+    /// (YAML file, or stdin with `-`), after the same validation the API server does.
+    Render {
+        /// The VLLMService manifest; `-` reads stdin.
+        file: std::path::PathBuf,
+        /// Namespace to assume when the manifest has none.
+        #[arg(long, default_value = "default")]
+        namespace: String,
+    },
     /// Print the operator's RBAC (ClusterRole and leader-election Role) as YAML.
     Rbac {
         /// The operator's own namespace, where the leader-election Role grants Leases.
@@ -92,14 +101,25 @@ struct RunArgs {
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
+async fn main() {
+    if let Err(e) = dispatch(Cli::parse().command).await {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+async fn dispatch(command: Command) -> anyhow::Result<()> {
+    match command {
         Command::Crd => {
             print!("{}", vllmservice_api::crd_yaml());
             Ok(())
         }
         Command::Rbac { namespace } => {
             print!("{}", rbac_yaml(&namespace)?);
+            Ok(())
+        }
+        Command::Render { file, namespace } => {
+            print!("{}", render(&file, &namespace)?);
             Ok(())
         }
         Command::Run(args) => run(args).await,
@@ -117,6 +137,51 @@ fn rbac_yaml(namespace: &str) -> anyhow::Result<String> {
          # What each rule is for:\n{}{cluster_role}---\n{role}",
         rbac::rationale()
     ))
+}
+
+/// The objects for one VLLMService manifest, as a multi-document YAML stream.
+fn render(file: &std::path::Path, namespace: &str) -> anyhow::Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    let stdin = file.as_os_str() == "-";
+    let source = if stdin {
+        "<stdin>".into()
+    } else {
+        file.display().to_string()
+    };
+    if stdin {
+        std::io::stdin().read_to_string(&mut text)?;
+    } else {
+        text =
+            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    }
+    let mut vs: vllmservice_api::VLLMService = serde_saphyr::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("{source} is not a valid VLLMService: {e}"))?;
+    if let Err(invalid) = vllmservice_api::validate(&vs) {
+        let lines: Vec<String> = invalid
+            .errors
+            .iter()
+            .map(|e| format!("  {}: {}", e.field, e.message))
+            .collect();
+        anyhow::bail!("{source} is invalid:\n{}", lines.join("\n"));
+    }
+    vs.metadata
+        .namespace
+        .get_or_insert_with(|| namespace.to_string());
+    // The owner reference needs the UID the API server assigns; without one, say so.
+    let unknown_uid = vs.metadata.uid.is_none();
+    vs.metadata.uid.get_or_insert_with(String::new);
+    let mut out = String::new();
+    if unknown_uid {
+        out.push_str(
+            "# ownerReferences[].uid is left empty: the API server assigns the VLLMService's UID.\n",
+        );
+    }
+    for object in vllmservice_controller::build::all(&vs) {
+        out.push_str("---\n");
+        out.push_str(&serde_saphyr::to_string(&object)?);
+    }
+    Ok(out)
 }
 
 fn init_logging(format: LogFormat) {

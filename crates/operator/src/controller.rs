@@ -65,6 +65,8 @@ pub struct Context {
     pub client: Client,
     /// The optional APIs installed when this controller's watches were set up.
     pub apis: Apis,
+    /// The controller's cache of VLLMServices.
+    pub services: Store<DeserializeGuard<VLLMService>>,
     pub metrics: Arc<Metrics>,
     pub recorder: Recorder,
     pub resync: Duration,
@@ -73,7 +75,13 @@ pub struct Context {
 }
 
 impl Context {
-    pub fn new(client: Client, metrics: Arc<Metrics>, opts: &Options, apis: Apis) -> Self {
+    pub fn new(
+        client: Client,
+        metrics: Arc<Metrics>,
+        opts: &Options,
+        apis: Apis,
+        services: Store<DeserializeGuard<VLLMService>>,
+    ) -> Self {
         let recorder = Recorder::new(
             client.clone(),
             Reporter {
@@ -84,6 +92,7 @@ impl Context {
         Context {
             client,
             apis,
+            services,
             metrics,
             recorder,
             resync: opts.resync,
@@ -198,13 +207,19 @@ async fn run_watches(
     apis: Apis,
     stop: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let ctx = Arc::new(Context::new(client.clone(), metrics, opts, apis));
     let scope = ScopedApis(client.clone(), opts.namespace.clone());
     let services: Api<DeserializeGuard<VLLMService>> = scope.api();
     let managed = watcher::Config::default().labels(&names::managed_selector());
 
     let mut controller = Controller::new(services, watcher::Config::default().any_semantic());
     let store = controller.store();
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        metrics,
+        opts,
+        apis,
+        store.clone(),
+    ));
     // Pods, PVCs and Gateways are only mapped to VLLMServices: metadata is all we need.
     let pvc_store = store.clone();
     controller = controller
@@ -311,6 +326,9 @@ async fn reconcile_guarded(
 ) -> Result<Action, Error> {
     let started = Instant::now();
     ctx.metrics.reconciles.inc();
+    ctx.metrics
+        .managed_objects
+        .set(ctx.services.state().len() as i64);
     let result = reconcile::reconcile(&obj, &ctx).await;
     ctx.metrics
         .reconcile_duration

@@ -13,3 +13,16 @@ pub use httproute::httproute;
 pub use prometheusrule::prometheusrule;
 pub use service::service;
 pub use servicemonitor::servicemonitor;
+
+/// Every object the operator makes for `vs`, in apply order, as JSON: what
+/// `vllmservice-operator render` prints and the controller applies.
+pub fn all(vs: &vllmservice_api::VLLMService) -> Vec<serde_json::Value> {
+    fn json<T: serde::Serialize>(o: T) -> serde_json::Value {
+        serde_json::to_value(o).expect("Kubernetes objects serialize to JSON")
+    }
+    let mut out = vec![json(deployment(vs)), json(service(vs))];
+    out.extend(httproute(vs).map(json));
+    out.extend(servicemonitor(vs).map(json));
+    out.extend(prometheusrule(vs).map(json));
+    out
+}

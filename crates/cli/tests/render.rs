@@ -1,0 +1,158 @@
+//! `render` prints offline exactly what the controller applies: the rendered
+//! objects are compared with what the API server holds after the real
+//! operator (this binary, `run`) reconciled the same VLLMService.
+
+use std::{
+    io::Write,
+    process::{Child, Command, Stdio},
+    time::Duration,
+};
+
+use serde_json::{Value, json};
+use testkit::{TestNamespace, kubectl_ok, wait_until};
+use vllmservice_controller::apply::is_subset;
+
+const BIN: &str = env!("CARGO_BIN_EXE_vllmservice-operator");
+
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn render(manifest: &str) -> std::process::Output {
+    let mut child = Command::new(BIN)
+        .args(["render", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("render runs");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(manifest.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[tokio::test]
+async fn render_prints_what_the_controller_applies() {
+    testkit::install_crds();
+    testkit::install_gateway_api_crds();
+    testkit::install_prometheus_crds();
+    let client = testkit::client().await;
+    let ns = TestNamespace::new(&client, "render").await;
+    let n = ns.name.as_str();
+    let _operator = Running(
+        Command::new(BIN)
+            .args([
+                "run",
+                "--watch-namespace",
+                n,
+                "--metrics-addr",
+                "127.0.0.1:0",
+            ])
+            .env("KUBECONFIG", testkit::cluster().kubeconfig())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("operator starts"),
+    );
+    let manifest = json!({
+        "apiVersion": "aiinfra.example.com/v1alpha1", "kind": "VLLMService",
+        "metadata": {"name": "chat", "namespace": n},
+        "spec": {
+            "image": "vllm/vllm-openai:v0.11.0", "modelPath": "/models/m", "modelName": "m",
+            "resources": {"limits": {"nvidia.com/gpu": "1", "cpu": "0.5"}},
+            "storage": {"pvcName": "models", "mountPath": "/models"},
+            "gatewayRef": {"name": "gw", "sectionName": "http", "host": "chat.example.com"},
+            "monitoring": {"enabled": true, "labels": {"release": "prom"}},
+            "engineArgs": {"extraArgs": ["--enable-prefix-caching"]}
+        }
+    });
+    let gateway = json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "gw", "namespace": n},
+        "spec": {"gatewayClassName": "x", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}
+    });
+    for object in [&gateway, &manifest] {
+        let out = testkit::kubectl_stdin(&["apply", "-f", "-"], &object.to_string());
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let kinds = [
+        "deployment",
+        "service",
+        "httproute",
+        "servicemonitor",
+        "prometheusrule",
+    ];
+    wait_until(
+        Duration::from_secs(60),
+        "the operator to make every child",
+        || async {
+            kinds
+                .iter()
+                .all(|k| {
+                    testkit::kubectl(&["-n", n, "get", k, "chat"])
+                        .status
+                        .success()
+                })
+                .then_some(())
+        },
+    )
+    .await;
+
+    // Render the stored object (with its UID, so owner references match too).
+    let stored = kubectl_ok(&["-n", n, "get", "vllmservice", "chat", "-o", "yaml"]);
+    let out = render(&stored);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let docs: Vec<Value> = text
+        .split("\n---\n")
+        .map(|d| d.trim_start_matches("---\n"))
+        .filter(|d| d.contains("kind:"))
+        .map(|d| serde_saphyr::from_str(d).expect("rendered YAML parses"))
+        .collect();
+    assert_eq!(docs.len(), kinds.len(), "{text}");
+    for doc in docs {
+        let kind = doc["kind"].as_str().unwrap().to_lowercase();
+        let live: Value =
+            serde_json::from_str(&kubectl_ok(&["-n", n, "get", &kind, "chat", "-o", "json"]))
+                .unwrap();
+        assert!(
+            is_subset(&doc, &live, ""),
+            "render output for {kind} differs from the live object:\nrendered: {doc:#}\nlive: {live:#}"
+        );
+    }
+}
+
+#[test]
+fn render_rejects_invalid_input_naming_the_fields() {
+    let out = render(
+        "apiVersion: aiinfra.example.com/v1alpha1\nkind: VLLMService\nmetadata: {name: x}\n\
+         spec: {image: img, modelPath: /m, modelName: m, port: 0,\n\
+         storage: {pvcName: p, mountPath: data}}\n",
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("spec.port"), "{err}");
+    assert!(err.contains("spec.storage.mountPath"), "{err}");
+    let out = render(
+        "apiVersion: aiinfra.example.com/v1alpha1\nkind: VLLMService\nmetadata: {name: x}\nspec: {}\n",
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("missing field"));
+}
