@@ -35,9 +35,11 @@ step "Starting the local control plane (first run builds it from Go modules: ~15
 hack/cluster/cluster.sh up
 kubectl get nodes
 
-step "Installing the CRDs"
-kubectl apply --server-side --force-conflicts -f config/crd/
-kubectl wait --for=condition=Established --timeout=60s -f config/crd/ >/dev/null
+step "Installing the CRDs: VLLMService, Gateway API, Prometheus Operator (from the Go module cache)"
+crds=(config/crd/vllmservice.yaml $(hack/cluster/crds.sh gateway) $(hack/cluster/crds.sh prometheus))
+for f in "${crds[@]}"; do kubectl apply --server-side --force-conflicts -f "$f" >/dev/null; done
+for f in "${crds[@]}"; do kubectl wait --for=condition=Established --timeout=60s -f "$f" >/dev/null; done
+kubectl get crd
 
 step "Running the operator (log: $state/operator.log)"
 stop_operator
@@ -46,8 +48,23 @@ metrics_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1"
 echo $! >"$state/operator.pid"
 echo "operator pid $(cat "$state/operator.pid"), metrics on http://127.0.0.1:$metrics_port/metrics"
 
-step "Creating the sample: namespace ai-demo, PV/PVC and VLLMService qwen-demo"
+step "Creating the sample: namespace ai-demo, PV/PVC, Gateway llm-gateway and VLLMService qwen-demo"
 kubectl apply -f config/samples/quickstart.yaml
+
+step "Playing the Gateway controller (none runs here): accepting HTTPRoute qwen-demo"
+for _ in $(seq 1 60); do
+  gen=$(kubectl -n ai-demo get httproute qwen-demo -o jsonpath='{.metadata.generation}' 2>/dev/null || true)
+  [ -n "$gen" ] && break
+  sleep 1
+done
+[ -n "$gen" ] || { echo "the operator made no HTTPRoute; see $state/operator.log" >&2; exit 1; }
+now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+kubectl -n ai-demo patch httproute qwen-demo --subresource=status --type=merge -p "{\"status\":{\"parents\":[{
+  \"controllerName\":\"example.com/quickstart\",
+  \"parentRef\":{\"group\":\"gateway.networking.k8s.io\",\"kind\":\"Gateway\",\"name\":\"llm-gateway\",\"namespace\":\"ai-demo\",\"sectionName\":\"http\"},
+  \"conditions\":[
+    {\"type\":\"Accepted\",\"status\":\"True\",\"reason\":\"Accepted\",\"message\":\"accepted by the quickstart\",\"observedGeneration\":$gen,\"lastTransitionTime\":\"$now\"},
+    {\"type\":\"ResolvedRefs\",\"status\":\"True\",\"reason\":\"ResolvedRefs\",\"message\":\"resolved\",\"observedGeneration\":$gen,\"lastTransitionTime\":\"$now\"}]}]}}"
 
 step "Waiting for qwen-demo to become Available"
 deadline=$((SECONDS + 120))
@@ -65,12 +82,14 @@ while :; do
   fi
   sleep 1
 done
-kubectl -n ai-demo get vllm,deployment,service,pods -o wide
+kubectl -n ai-demo get vllm,deployment,service,httproute,servicemonitor,prometheusrule,pods -o wide
 
 cat <<EOT
 
 qwen-demo is Available. The nodes are kwok fakes: pods are scheduled onto
-GPU nodes and reported Ready, but no vLLM container really runs.
+GPU nodes and reported Ready, but no vLLM container really runs, and no
+Gateway controller or Prometheus either: the quickstart accepted the route
+itself, and the ServiceMonitor and PrometheusRule wait for a Prometheus.
 
 Try next:
   export KUBECONFIG=$KUBECONFIG
