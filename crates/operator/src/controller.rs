@@ -23,7 +23,7 @@ use kube::{
     runtime::{
         Controller, WatchStreamExt,
         controller::{self, Action},
-        events::{Recorder, Reporter},
+        events::{EventType, Recorder, Reporter},
         reflector::{ObjectRef, Store},
         watcher::{self, watcher},
     },
@@ -358,6 +358,22 @@ fn error_policy(obj: Arc<DeserializeGuard<VLLMService>>, err: &Error, ctx: Arc<C
         error = %err,
         "reconcile failed"
     );
+    // One event when an object starts failing, not one per retry.
+    if let (1, Ok(vs)) = (failures, &obj.0) {
+        let (vs, ctx) = (vs.clone(), ctx.clone());
+        let note = format!("reconcile failed ({category}), retrying with backoff: {err}");
+        tokio::spawn(async move {
+            reconcile::publish(
+                &ctx,
+                &vs,
+                EventType::Warning,
+                "ReconcileFailed",
+                &note,
+                None,
+            )
+            .await;
+        });
+    }
     Action::requeue(delay)
 }
 
