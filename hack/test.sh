@@ -20,6 +20,8 @@ hack/cluster/cluster.sh up
 
 echo "== helm (built once per machine from its Go module, for the packaging tests)" >&2
 hack/tools/helm.sh --build >/dev/null
+echo "== promtool (built once per machine from its Go module, to check the alert rules)" >&2
+hack/tools/promtool.sh --build >/dev/null
 
 echo "== cargo test" >&2
 cargo test --workspace --no-fail-fast "$@"

@@ -8,6 +8,10 @@
 #   cluster.sh down             stop every component; leaves no process behind
 #   cluster.sh status           exit 0 when the cluster answers
 #   cluster.sh env              print `export KUBECONFIG=...`
+#   cluster.sh stop-component NAME    stop one component (e.g. kube-apiserver)
+#   cluster.sh start-component NAME   start it again with its saved command line
+#   cluster.sh restart-apiserver [S]  stop kube-apiserver for S seconds (default 15), start it
+#                                     again (same port, certificates and etcd), wait until ready
 #
 # State (certificates, kubeconfig, logs, pids) lives in $VLLM_CLUSTER_DIR,
 # by default <repo>/target/cluster. Ports are chosen free at every start.
@@ -53,6 +57,8 @@ free_port() {
 # start NAME CMD...: runs CMD in its own session with output to logs/NAME.log.
 start() {
   local name=$1; shift
+  # The exact command line, so that start-component can start it again.
+  mkdir -p "$dir/cmd"; printf '%q ' "$@" >"$dir/cmd/$name"
   # 9>&-: the components must not inherit (and so hold) the start lock.
   setsid "$@" >"$dir/logs/$name.log" 2>&1 </dev/null 9>&- &
   echo "$name $!" >>"$(pids_file)"
@@ -155,6 +161,35 @@ status:
 EOF
 }
 
+# stop_component NAME: stops one component (its process group) and forgets its pid.
+stop_component() {
+  local name=$1 f; f=$(pids_file)
+  local pid; pid=$(awk -v n="$name" '$1==n {print $2}' "$f" 2>/dev/null || true)
+  [ -n "$pid" ] || die "$name is not running (no pid in $f)"
+  kill -TERM -- "-$pid" 2>/dev/null || true
+  for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL -- "-$pid" 2>/dev/null || true
+  awk -v n="$name" '$1!=n' "$f" >"$f.tmp" && mv "$f.tmp" "$f"
+}
+
+# start_component NAME: starts a stopped component with the command line `up` started it
+# with (same ports and state); for kube-apiserver, waits until it is ready.
+start_component() {
+  local name=$1 cmd=$dir/cmd/$1
+  [ -f "$cmd" ] || die "no saved command line for $name in $dir/cmd (was the cluster started by this script?)"
+  ! awk -v n="$name" '$1==n {f=1} END {exit !f}' "$(pids_file)" || die "$name is already running"
+  eval "set -- $(cat "$cmd")"
+  setsid "$@" >>"$dir/logs/$name.log" 2>&1 </dev/null 9>&- &
+  echo "$name $!" >>"$(pids_file)"
+  [ "$name" = kube-apiserver ] || return 0
+  local pid=$! deadline=$((SECONDS + 60))
+  until kubectl --kubeconfig "$dir/admin.kubeconfig" --request-timeout=2s get --raw /readyz >/dev/null 2>&1; do
+    kill -0 "$pid" 2>/dev/null || { tail -n 15 "$dir/logs/$name.log" >&2; die "$name exited during restart"; }
+    [ $SECONDS -lt $deadline ] || die "$name did not become ready within 60s after restart"
+    sleep 0.2
+  done
+}
+
 up() {
   if healthy; then
     echo "local-cluster: reusing the running cluster ($kubeconfig)" >&2
@@ -214,6 +249,7 @@ up() {
     --manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
     --disregard-status-with-annotation-selector kwok.x-k8s.io/status=custom \
     --cidr 10.0.0.1/16 --node-ip 10.0.0.1 --node-port 10250 \
+    --node-lease-duration-seconds 40 \
     --server-address "127.0.0.1:$kwok_port" --config "$here/kwok-stages.yaml"
 
   local k="kubectl --kubeconfig $dir/admin.kubeconfig"
@@ -250,5 +286,19 @@ case "${1:-}" in
     echo "local-cluster: stopped" >&2 ;;
   status) healthy ;;
   env) echo "export KUBECONFIG=$kubeconfig" ;;
-  *) echo "usage: $0 up [--nodes N] | down | status | env" >&2; exit 2 ;;
+  stop-component|start-component|restart-apiserver)
+    [ -f "$(pids_file)" ] || die "no cluster runs in $dir"
+    exec 9>"$dir.lock"
+    flock -w 120 9 || die "another start holds $dir.lock; try again when it finishes"
+    case $1 in
+      stop-component) stop_component "${2:?component name}" ;;
+      start-component) start_component "${2:?component name}" ;;
+      restart-apiserver)
+        stop_component kube-apiserver
+        echo "local-cluster: kube-apiserver stopped for ${2:-15}s" >&2
+        sleep "${2:-15}"
+        start_component kube-apiserver
+        echo "local-cluster: kube-apiserver ready again" >&2 ;;
+    esac ;;
+  *) echo "usage: $0 up [--nodes N] | down | status | env | stop-component NAME | start-component NAME | restart-apiserver [SECONDS]" >&2; exit 2 ;;
 esac

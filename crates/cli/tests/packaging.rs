@@ -1,0 +1,465 @@
+//! Packaging: the generated RBAC and manifests are up to date with their
+//! sources, the Helm chart lints and renders, and both the chart and
+//! `deploy/install.yaml` are admitted by a namespace that enforces the
+//! restricted Pod Security Standard on the local cluster.
+
+use std::{
+    path::PathBuf,
+    process::{Command, Output},
+    time::Duration,
+};
+
+use k8s_openapi::api::{
+    apps::v1::{Deployment, ReplicaSet},
+    core::v1::{Event, Pod},
+    rbac::v1::{ClusterRole, Role},
+};
+use kube::{Api, api::ListParams, core::DynamicObject};
+use testkit::TestNamespace;
+
+const BIN: &str = env!("CARGO_BIN_EXE_vllmservice-operator");
+const CHART: &str = "charts/vllmservice-operator";
+
+fn repo(relative: &str) -> PathBuf {
+    testkit::repo_root().join(relative)
+}
+
+fn read(relative: &str) -> String {
+    std::fs::read_to_string(repo(relative)).unwrap_or_else(|e| panic!("reading {relative}: {e}"))
+}
+
+fn stdout_of(what: &str, out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+fn operator(args: &[&str]) -> String {
+    let out = Command::new(BIN)
+        .args(args)
+        .output()
+        .expect("run the binary");
+    stdout_of(&format!("vllmservice-operator {}", args.join(" ")), out)
+}
+
+/// `hack/tools/helm.sh ARGS` (builds helm from its Go module once per machine).
+fn helm(args: &[&str]) -> String {
+    let out = Command::new(repo("hack/tools/helm.sh"))
+        .args(args)
+        .current_dir(testkit::repo_root())
+        .output()
+        .expect("run hack/tools/helm.sh");
+    stdout_of(&format!("helm {}", args.join(" ")), out)
+}
+
+/// The documents of a multi-document YAML stream that have a kind.
+fn documents(yaml: &str) -> Vec<String> {
+    let mut docs = vec![String::new()];
+    for line in yaml.lines() {
+        if line == "---" {
+            docs.push(String::new());
+        } else {
+            let doc = docs.last_mut().unwrap();
+            doc.push_str(line);
+            doc.push('\n');
+        }
+    }
+    docs.into_iter()
+        .filter(|d| d.lines().any(|l| l.starts_with("kind:")))
+        .collect()
+}
+
+fn kind_of(doc: &str) -> String {
+    let obj: DynamicObject = serde_saphyr::from_str(doc).expect("a Kubernetes object");
+    obj.types.expect("apiVersion and kind").kind
+}
+
+/// The one document of `kind` in `yaml`, parsed.
+fn only<K: k8s_openapi::serde::de::DeserializeOwned>(yaml: &str, kind: &str) -> K {
+    let docs: Vec<String> = documents(yaml)
+        .into_iter()
+        .filter(|d| kind_of(d) == kind)
+        .collect();
+    assert_eq!(docs.len(), 1, "expected one {kind}");
+    serde_saphyr::from_str(&docs[0]).unwrap_or_else(|e| panic!("parsing the {kind}: {e}"))
+}
+
+fn kinds(yaml: &str) -> Vec<String> {
+    documents(yaml).iter().map(|d| kind_of(d)).collect()
+}
+
+// ---- generated files --------------------------------------------------------
+
+#[test]
+fn checked_in_rbac_matches_generated() {
+    const CHECKED_IN: &str = "config/rbac/role.yaml";
+    let generated = operator(&["rbac"]);
+    assert!(
+        read(CHECKED_IN) == generated,
+        "{CHECKED_IN} is out of date with crates/operator/src/rbac.rs; regenerate with \
+         `hack/gen-install.sh` (or `cargo run -p vllmservice-operator -- rbac > {CHECKED_IN}`)"
+    );
+    // And it is what the library builds.
+    let role: ClusterRole = only(&generated, "ClusterRole");
+    assert_eq!(role, vllmservice_controller::rbac::cluster_role());
+    let lease: Role = only(&generated, "Role");
+    assert_eq!(
+        lease,
+        vllmservice_controller::rbac::leader_election_role("vllmservice-system")
+    );
+    let other: Role = only(&operator(&["rbac", "--namespace", "ops"]), "Role");
+    assert_eq!(other.metadata.namespace.as_deref(), Some("ops"));
+}
+
+#[test]
+fn install_yaml_and_chart_are_generated_from_config() {
+    let out = Command::new(repo("hack/gen-install.sh"))
+        .arg("--check")
+        .output()
+        .expect("run hack/gen-install.sh");
+    stdout_of("hack/gen-install.sh --check", out);
+}
+
+/// Every `--flag` the manifests pass to `run` is one the binary knows.
+#[test]
+fn manifest_args_are_flags_of_run() {
+    let help = operator(&["run", "--help"]);
+    let plain: Deployment = only(&read("config/manager/deployment.yaml"), "Deployment");
+    let chart: Deployment = only(&helm(&["template", "t", CHART]), "Deployment");
+    for (source, deployment) in [("config/manager", plain), ("the Helm chart", chart)] {
+        let container = &deployment.spec.unwrap().template.spec.unwrap().containers[0];
+        let args = container.args.clone().unwrap_or_default();
+        assert_eq!(args.first().map(String::as_str), Some("run"), "{source}");
+        for arg in args.iter().filter(|a| a.starts_with("--")) {
+            let flag = arg.split('=').next().unwrap();
+            assert!(
+                help.contains(&format!("{flag} ")) || help.contains(&format!("{flag}\n")),
+                "{source} passes {flag}, which `vllmservice-operator run` does not accept:\n{help}"
+            );
+        }
+    }
+}
+
+/// The image's user is the one the manifests require.
+#[test]
+fn dockerfile_runs_as_the_manifests_user() {
+    let dockerfile = read("Dockerfile");
+    assert!(dockerfile.contains("FROM gcr.io/distroless/static-debian12:nonroot"));
+    assert!(dockerfile.contains("\nUSER 65532:65532\n"));
+    assert!(dockerfile.contains("ENTRYPOINT [\"/usr/local/bin/vllmservice-operator\"]"));
+    let deployment: Deployment = only(&read("deploy/install.yaml"), "Deployment");
+    let pod = deployment.spec.unwrap().template.spec.unwrap();
+    assert_eq!(pod.security_context.unwrap().run_as_user, Some(65532));
+    assert_eq!(
+        pod.containers[0].image.as_deref(),
+        Some("ghcr.io/example/vllmservice-operator:0.1.0")
+    );
+}
+
+// ---- helm -------------------------------------------------------------------
+
+#[test]
+fn helm_lint_passes() {
+    helm(&["lint", "--strict", CHART]);
+    helm(&[
+        "lint",
+        "--strict",
+        CHART,
+        "--set",
+        "serviceMonitor.enabled=true",
+    ]);
+}
+
+#[test]
+fn helm_template_renders_the_values() {
+    let default = helm(&["template", "ops", CHART, "--namespace", "ops"]);
+    let mut k = kinds(&default);
+    k.sort();
+    assert_eq!(
+        k,
+        [
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Deployment",
+            "Role",
+            "RoleBinding",
+            "Service",
+            "ServiceAccount"
+        ]
+    );
+    // The RBAC rules are the generated ones.
+    let role: ClusterRole = only(&default, "ClusterRole");
+    assert_eq!(
+        role.rules,
+        vllmservice_controller::rbac::cluster_role().rules
+    );
+    let lease: Role = only(&default, "Role");
+    assert_eq!(lease.metadata.namespace.as_deref(), Some("ops"));
+    assert_eq!(
+        lease.rules,
+        vllmservice_controller::rbac::leader_election_role("ops").rules
+    );
+    let deployment: Deployment = only(&default, "Deployment");
+    let spec = deployment.spec.unwrap();
+    assert_eq!(spec.replicas, Some(2));
+    let container = &spec.template.spec.unwrap().containers[0];
+    let args = container.args.clone().unwrap();
+    assert!(args.contains(&"--leader-election-namespace=$(POD_NAMESPACE)".to_string()));
+    assert!(args.contains(&"--log-format=json".to_string()));
+    assert_eq!(
+        container.image.as_deref(),
+        Some("ghcr.io/example/vllmservice-operator:0.1.0")
+    );
+
+    let custom = helm(&[
+        "template",
+        "ops",
+        CHART,
+        "--set",
+        "image.repository=registry.local/op,image.tag=dev,image.pullPolicy=Always",
+        "--set",
+        "replicaCount=1,leaderElection.enabled=false,logFormat=human",
+        "--set",
+        "serviceMonitor.enabled=true,metrics.port=9090",
+        "--set",
+        "resources.limits.memory=1Gi",
+    ]);
+    let k = kinds(&custom);
+    assert!(!k.contains(&"Role".to_string()), "no lease Role: {k:?}");
+    assert!(k.contains(&"ServiceMonitor".to_string()), "{k:?}");
+    let deployment: Deployment = only(&custom, "Deployment");
+    let spec = deployment.spec.unwrap();
+    assert_eq!(spec.replicas, Some(1));
+    let container = &spec.template.spec.unwrap().containers[0];
+    assert_eq!(container.image.as_deref(), Some("registry.local/op:dev"));
+    assert_eq!(container.image_pull_policy.as_deref(), Some("Always"));
+    let args = container.args.clone().unwrap();
+    assert!(!args.iter().any(|a| a.starts_with("--leader-election")));
+    assert!(args.contains(&"--log-format=human".to_string()));
+    assert!(args.contains(&"--metrics-addr=0.0.0.0:9090".to_string()));
+    let limits = container.resources.clone().unwrap().limits.unwrap();
+    assert_eq!(limits["memory"].0, "1Gi");
+
+    // Several replicas without leader election would all write: refused.
+    let out = Command::new(repo("hack/tools/helm.sh"))
+        .args([
+            "template",
+            "ops",
+            CHART,
+            "--set",
+            "leaderElection.enabled=false",
+        ])
+        .current_dir(testkit::repo_root())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs leaderElection.enabled"));
+}
+
+// ---- restricted Pod Security admission ----------------------------------------
+
+/// Labels `ns` to enforce the restricted Pod Security Standard and checks that
+/// it does: a pod without a security context is refused.
+fn enforce_restricted(ns: &str) {
+    testkit::kubectl_ok(&[
+        "label",
+        "namespace",
+        ns,
+        "pod-security.kubernetes.io/enforce=restricted",
+        "--overwrite",
+    ]);
+    assert_restricted(ns);
+}
+
+fn assert_restricted(ns: &str) {
+    let labels = testkit::kubectl_ok(&["get", "namespace", ns, "--show-labels"]);
+    assert!(
+        labels.contains("pod-security.kubernetes.io/enforce=restricted"),
+        "{labels}"
+    );
+    let out = testkit::kubectl(&[
+        "-n",
+        ns,
+        "run",
+        "unconfined",
+        "--image=busybox",
+        "--dry-run=server",
+    ]);
+    assert!(
+        !out.status.success()
+            && String::from_utf8_lossy(&out.stderr).contains("violates PodSecurity"),
+        "namespace {ns} does not enforce restricted: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Waits until the Deployment `name` in `ns` has all its pods created, and
+/// fails with the ReplicaSet's FailedCreate events (e.g. Pod Security) if not.
+async fn assert_pods_admitted(client: &kube::Client, ns: &str, name: &str, replicas: usize) {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let deployment = deployments.get(name).await.expect("the Deployment exists");
+    let selector = deployment.spec.unwrap().selector.match_labels.unwrap();
+    let selector = selector
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), ns);
+    let events: Api<Event> = Api::namespaced(client.clone(), ns);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let created = pods
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .unwrap()
+            .items
+            .len();
+        let failed: Vec<String> = events
+            .list(&ListParams::default().fields("reason=FailedCreate"))
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|e| e.message)
+            .collect();
+        assert!(
+            failed.is_empty(),
+            "pods of {ns}/{name} were refused: {failed:#?}"
+        );
+        let replica_failure = sets
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .flat_map(|rs| rs.status.iter().flat_map(|s| s.conditions.iter().flatten()))
+            .any(|c| c.type_ == "ReplicaFailure" && c.status == "True");
+        assert!(
+            !replica_failure,
+            "{ns}/{name}'s ReplicaSet has ReplicaFailure"
+        );
+        if created >= replicas {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "only {created} of {replicas} pods of {ns}/{name} were created"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+fn kubectl_apply_stdin(args: &[&str], yaml: &str) -> String {
+    stdout_of(
+        &format!("kubectl {}", args.join(" ")),
+        testkit::kubectl_stdin(args, yaml),
+    )
+}
+
+/// Deletes the chart's cluster-scoped objects of one release when dropped.
+struct ClusterScoped(String);
+
+impl Drop for ClusterScoped {
+    fn drop(&mut self) {
+        let _ = testkit::kubectl(&[
+            "delete",
+            "clusterrole,clusterrolebinding",
+            "-l",
+            &format!("app.kubernetes.io/instance={}", self.0),
+            "--wait=false",
+        ]);
+    }
+}
+
+#[tokio::test]
+async fn helm_chart_is_admitted_in_a_restricted_namespace() {
+    testkit::install_crds();
+    testkit::install_prometheus_crds();
+    let client = testkit::client().await;
+    let ns = TestNamespace::new(&client, "helm-psa").await;
+    enforce_restricted(&ns.name);
+    let release = format!("op-{}", testkit::random_suffix());
+    let _cleanup = ClusterScoped(release.clone());
+    let rendered = helm(&[
+        "template",
+        &release,
+        CHART,
+        "--namespace",
+        &ns.name,
+        "--set",
+        "serviceMonitor.enabled=true",
+    ]);
+    let applied = kubectl_apply_stdin(&["apply", "-f", "-"], &rendered);
+    for kind in [
+        "serviceaccount",
+        "clusterrole.rbac",
+        "role.rbac",
+        "deployment.apps",
+        "service/",
+        "servicemonitor.monitoring.coreos.com",
+    ] {
+        assert!(applied.contains(kind), "{kind} not applied:\n{applied}");
+    }
+    assert_pods_admitted(
+        &client,
+        &ns.name,
+        &format!("{release}-vllmservice-operator"),
+        2,
+    )
+    .await;
+}
+
+/// `kubectl apply -f deploy/install.yaml` installs everything, into the
+/// restricted namespace `vllmservice-system`, and its pods are admitted.
+#[tokio::test]
+async fn install_yaml_installs_into_a_restricted_namespace() {
+    const NS: &str = "vllmservice-system";
+    testkit::install_crds();
+    let client = testkit::client().await;
+    // A previous run's namespace may still be terminating.
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    testkit::eventually(Duration::from_secs(90), || async {
+        namespaces
+            .get_opt(NS)
+            .await
+            .unwrap()
+            .is_none_or(|n| n.status.and_then(|s| s.phase).as_deref() != Some("Terminating"))
+    })
+    .await
+    .expect("the old vllmservice-system namespace goes away");
+
+    struct Uninstall;
+    impl Drop for Uninstall {
+        fn drop(&mut self) {
+            // Everything but the CRD, which other tests use.
+            let _ = testkit::kubectl(&[
+                "delete",
+                "clusterrole,clusterrolebinding",
+                "vllmservice-operator",
+                "--wait=false",
+            ]);
+            let _ = testkit::kubectl(&["delete", "namespace", NS, "--wait=false"]);
+        }
+    }
+    let _uninstall = Uninstall;
+    let install = read("deploy/install.yaml");
+    let path = repo("deploy/install.yaml");
+    let applied = stdout_of(
+        "kubectl apply -f deploy/install.yaml",
+        testkit::kubectl(&["apply", "-f", path.to_str().unwrap()]),
+    );
+    for kind in kinds(&install) {
+        assert!(
+            applied.to_lowercase().contains(&kind.to_lowercase()),
+            "{kind} not applied:\n{applied}"
+        );
+    }
+    assert_restricted(NS);
+    assert_pods_admitted(&client, NS, "vllmservice-operator", 2).await;
+}
