@@ -38,46 +38,7 @@ pub async fn reconcile(obj: &DeserializeGuard<VLLMService>, ctx: &Context) -> Re
     let vs = match &obj.0 {
         Ok(vs) => vs,
         Err(invalid) => {
-            // Stored in a shape our types cannot read (validation bypassed or an
-            // older schema). Report it; a change of the object retries.
-            let meta = &invalid.metadata;
-            let (ns, name) = (
-                meta.namespace.clone().unwrap_or_default(),
-                meta.name.clone().unwrap_or_default(),
-            );
-            let raw: Api<DynamicObject> = Api::namespaced_with(
-                ctx.client.clone(),
-                &ns,
-                &ApiResource::erase::<VLLMService>(&()),
-            );
-            let Some(current) = raw.get_opt(&name).await? else {
-                return Ok(Action::await_change());
-            };
-            // The status may still be readable when only the spec is broken.
-            let previous = current
-                .data
-                .get("status")
-                .and_then(|s| serde_json::from_value::<VLLMServiceStatus>(s.clone()).ok());
-            let message = format!(
-                "the object cannot be read as a VLLMService: {}",
-                invalid.error
-            );
-            let next = status::invalid(
-                previous.as_ref(),
-                meta.generation.unwrap_or_default(),
-                "InvalidSpec",
-                &message,
-                Timestamp::now(),
-            );
-            if previous.as_ref() != Some(&next) {
-                let api: Api<VLLMService> = Api::namespaced(ctx.client.clone(), &ns);
-                api.patch_status(
-                    &name,
-                    &PatchParams::apply(FIELD_MANAGER).force(),
-                    &Patch::Apply(status_body(&next)),
-                )
-                .await?;
-            }
+            report_unreadable(invalid, ctx).await?;
             return Ok(Action::await_change());
         }
     };
@@ -370,6 +331,65 @@ pub async fn publish(
     }
 }
 
+/// An object stored in a shape our types cannot read (validation bypassed or an
+/// older schema): reported as InvalidSpec in status; a change of the object retries.
+async fn report_unreadable(
+    invalid: &kube::core::error_boundary::InvalidObject,
+    ctx: &Context,
+) -> Result<()> {
+    let meta = &invalid.metadata;
+    let ns = meta.namespace.clone().unwrap_or_default();
+    let name = meta.name.clone().unwrap_or_default();
+    let raw: Api<DynamicObject> = Api::namespaced_with(
+        ctx.client.clone(),
+        &ns,
+        &ApiResource::erase::<VLLMService>(&()),
+    );
+    let Some(current) = raw.get_opt(&name).await? else {
+        return Ok(());
+    };
+    // The status may still be readable when only the spec is broken.
+    let previous = current
+        .data
+        .get("status")
+        .and_then(|s| serde_json::from_value::<VLLMServiceStatus>(s.clone()).ok());
+    let message = format!(
+        "the object cannot be read as a VLLMService: {}",
+        invalid.error
+    );
+    let generation = meta.generation.unwrap_or_default();
+    let next = status::invalid(
+        previous.as_ref(),
+        generation,
+        "InvalidSpec",
+        &message,
+        Timestamp::now(),
+    );
+    let api: Api<VLLMService> = Api::namespaced(ctx.client.clone(), &ns);
+    patch_status_if_changed(&api, &name, previous.as_ref(), &next).await?;
+    Ok(())
+}
+
+/// Patches the status subresource unless `next` equals `previous`; true when it wrote.
+async fn patch_status_if_changed(
+    api: &Api<VLLMService>,
+    name: &str,
+    previous: Option<&VLLMServiceStatus>,
+    next: &VLLMServiceStatus,
+) -> Result<bool> {
+    if previous == Some(next) {
+        return Ok(false);
+    }
+    let body = json!({
+        "apiVersion": VLLMService::api_version(&()),
+        "kind": VLLMService::kind(&()),
+        "status": next,
+    });
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    api.patch_status(name, &params, &Patch::Apply(body)).await?;
+    Ok(true)
+}
+
 /// Writes `next` through the status subresource when it differs from what is
 /// stored, and announces transitions of Degraded and Available as events.
 async fn write_status(
@@ -378,26 +398,10 @@ async fn write_status(
     next: VLLMServiceStatus,
     ctx: &Context,
 ) -> Result<()> {
-    if vs.status.as_ref() == Some(&next) {
-        return Ok(());
+    if patch_status_if_changed(api, &vs.name_any(), vs.status.as_ref(), &next).await? {
+        announce_transitions(ctx, vs, &next).await;
     }
-    api.patch_status(
-        &vs.name_any(),
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(status_body(&next)),
-    )
-    .await?;
-    announce_transitions(ctx, vs, &next).await;
     Ok(())
-}
-
-/// A server-side-apply body for the status subresource.
-fn status_body(status: &VLLMServiceStatus) -> serde_json::Value {
-    json!({
-        "apiVersion": VLLMService::api_version(&()),
-        "kind": VLLMService::kind(&()),
-        "status": status,
-    })
 }
 
 async fn announce_transitions(ctx: &Context, vs: &VLLMService, next: &VLLMServiceStatus) {
