@@ -204,7 +204,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(args.metrics_addr)
         .await
         .with_context(|| format!("binding the metrics address {}", args.metrics_addr))?;
-    tracing::info!(addr = %args.metrics_addr, "serving /metrics, /healthz, /readyz");
+    let addr = listener.local_addr().unwrap_or(args.metrics_addr);
+    tracing::info!(%addr, "serving /metrics, /healthz, /readyz");
     let app = Router::new()
         .route(
             "/metrics",

@@ -28,6 +28,7 @@ use kube::{
         watcher::{self, watcher},
     },
 };
+use tracing::Instrument;
 use vllmservice_api::VLLMService;
 
 use crate::prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor};
@@ -329,7 +330,13 @@ async fn reconcile_guarded(
     ctx.metrics
         .managed_objects
         .set(ctx.services.state().len() as i64);
-    let result = reconcile::reconcile(&obj, &ctx).await;
+    // Every log line of this reconcile carries the object's namespace and name.
+    let span = tracing::info_span!(
+        "reconcile",
+        namespace = obj.namespace().unwrap_or_default(),
+        name = obj.name_any()
+    );
+    let result = reconcile::reconcile(&obj, &ctx).instrument(span).await;
     ctx.metrics
         .reconcile_duration
         .observe(started.elapsed().as_secs_f64());

@@ -271,6 +271,7 @@ where
             ..ObjectReference::default()
         };
         let note = format!("{kind} {name} deleted");
+        tracing::info!(kind, child = name, "deleted");
         publish(ctx, vs, EventType::Normal, "Deleted", &note, Some(child)).await;
     }
     Ok(())
@@ -306,6 +307,7 @@ async fn record<K: Resource>(
         ..ObjectReference::default()
     };
     let note = format!("{kind} {name} {verb}");
+    tracing::info!(kind, child = name, "{verb}");
     publish(ctx, vs, EventType::Normal, reason, &note, Some(reference)).await;
 }
 

@@ -1,0 +1,208 @@
+//! The bench's own local cluster (hack/cluster/cluster.sh with
+//! VLLM_CLUSTER_DIR=target/cluster-bench), the CRDs, and the API server's view.
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    process::Command,
+    time::Duration,
+};
+
+use anyhow::{Context as _, bail};
+use kube::{
+    Client, Config,
+    config::{KubeConfigOptions, Kubeconfig},
+};
+
+use crate::{procfs, prom};
+
+pub struct Cluster {
+    pub repo: PathBuf,
+    pub dir: PathBuf,
+    pub nodes: usize,
+    pub gpus_per_node: usize,
+}
+
+impl Cluster {
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.join("kubeconfig")
+    }
+
+    fn script(&self, args: &[&str]) -> anyhow::Result<()> {
+        let status = Command::new(self.repo.join("hack/cluster/cluster.sh"))
+            .args(args)
+            .env("VLLM_CLUSTER_DIR", &self.dir)
+            .env("VLLM_CLUSTER_NODES", self.nodes.to_string())
+            .env("VLLM_CLUSTER_GPUS", self.gpus_per_node.to_string())
+            .status()
+            .context("running hack/cluster/cluster.sh")?;
+        if !status.success() {
+            bail!("hack/cluster/cluster.sh {} failed ({status})", args.join(" "));
+        }
+        Ok(())
+    }
+
+    /// A fresh cluster: whatever ran in this directory is stopped first.
+    pub fn up_fresh(&self) -> anyhow::Result<()> {
+        self.down()?;
+        self.script(&["up", "--nodes", &self.nodes.to_string()])
+    }
+
+    pub fn down(&self) -> anyhow::Result<()> {
+        self.script(&["down"])
+    }
+
+    pub async fn client(&self) -> anyhow::Result<Client> {
+        let kc = Kubeconfig::read_from(self.kubeconfig())?;
+        let mut config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
+        // Lists of a thousand objects and /metrics of a busy API server take a while.
+        config.read_timeout = Some(Duration::from_secs(120));
+        Ok(Client::try_from(config)?)
+    }
+
+    /// `kubectl apply --server-side` of each file, then waits until every CRD is Established.
+    pub fn install_crds(&self, files: &[PathBuf]) -> anyhow::Result<()> {
+        let kubectl = |args: &[&str]| -> anyhow::Result<()> {
+            let mut cmd = Command::new("kubectl");
+            cmd.arg("--kubeconfig").arg(self.kubeconfig()).args(args);
+            for f in files {
+                cmd.arg("-f").arg(f);
+            }
+            let out = cmd.output().context("running kubectl")?;
+            if !out.status.success() {
+                bail!(
+                    "kubectl {} failed: {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            Ok(())
+        };
+        kubectl(&["apply", "--server-side", "--force-conflicts"])?;
+        kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=120s",
+        ])
+    }
+
+    /// CPU seconds so far of each control-plane component (from its pids file).
+    pub fn component_cpu(&self) -> BTreeMap<String, f64> {
+        let pids = std::fs::read_to_string(self.dir.join("pids")).unwrap_or_default();
+        pids.lines()
+            .filter_map(|l| {
+                let (name, pid) = l.split_once(' ')?;
+                let cpu = procfs::cpu_seconds(pid.trim().parse().ok()?)?;
+                Some((name.to_string(), cpu))
+            })
+            .collect()
+    }
+}
+
+/// The CRD files a variant needs: ours, and for the routed variant the Gateway
+/// API and Prometheus Operator CRDs that hack/cluster/crds.sh prints.
+pub fn crd_files(repo: &Path, routed: bool) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files = vec![repo.join("config/crd/vllmservice.yaml")];
+    if routed {
+        for which in ["gateway", "prometheus"] {
+            let out = Command::new(repo.join("hack/cluster/crds.sh"))
+                .arg(which)
+                .output()
+                .context("running hack/cluster/crds.sh")?;
+            if !out.status.success() {
+                bail!(
+                    "hack/cluster/crds.sh {which} failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            files.extend(
+                String::from_utf8_lossy(&out.stdout)
+                    .lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .map(PathBuf::from),
+            );
+        }
+    }
+    Ok(files)
+}
+
+/// The API server's `apiserver_request_total`, summed over codes, by "VERB resource[/sub]".
+#[derive(Debug, Clone, Default)]
+pub struct ApiRequests(pub BTreeMap<String, f64>);
+
+pub const READ_VERBS: [&str; 4] = ["GET", "LIST", "WATCH", "WATCHLIST"];
+pub const WRITE_VERBS: [&str; 6] = ["POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"];
+
+impl ApiRequests {
+    pub async fn scrape(client: &Client) -> anyhow::Result<ApiRequests> {
+        let text = client
+            .request_text(http::Request::get("/metrics").body(Vec::new())?)
+            .await
+            .context("reading the API server's /metrics")?;
+        Ok(Self::from_samples(&prom::parse(&text)))
+    }
+
+    fn from_samples(samples: &[prom::Sample]) -> ApiRequests {
+        let mut by = BTreeMap::new();
+        for s in samples.iter().filter(|s| s.name == "apiserver_request_total") {
+            let mut resource = s.label("resource").to_string();
+            if !s.label("subresource").is_empty() {
+                resource = format!("{resource}/{}", s.label("subresource"));
+            }
+            *by.entry(format!("{} {resource}", s.label("verb")))
+                .or_insert(0.0) += s.value;
+        }
+        ApiRequests(by)
+    }
+
+    /// Requests since `before`, zeros dropped.
+    pub fn since(&self, before: &ApiRequests) -> ApiRequests {
+        ApiRequests(
+            self.0
+                .iter()
+                .map(|(k, v)| (k.clone(), v - before.0.get(k).copied().unwrap_or(0.0)))
+                .filter(|(_, v)| *v > 0.0)
+                .collect(),
+        )
+    }
+
+    pub fn total(&self, verbs: &[&str]) -> f64 {
+        self.0
+            .iter()
+            .filter(|(k, _)| verbs.iter().any(|v| k.split(' ').next() == Some(v)))
+            .map(|(_, v)| v)
+            .sum()
+    }
+
+    pub fn get(&self, key: &str) -> f64 {
+        self.0.get(key).copied().unwrap_or(0.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_requests_sum_codes_and_split_reads_and_writes() {
+        let text = r#"apiserver_request_total{code="200",resource="deployments",subresource="",verb="GET"} 5
+apiserver_request_total{code="404",resource="deployments",subresource="",verb="GET"} 2
+apiserver_request_total{code="201",resource="vllmservices",subresource="status",verb="APPLY"} 3
+apiserver_request_total{code="200",resource="pods",subresource="",verb="LIST"} 1
+"#;
+        let r = ApiRequests::from_samples(&prom::parse(text));
+        assert_eq!(r.get("GET deployments"), 7.0);
+        assert_eq!(r.get("APPLY vllmservices/status"), 3.0);
+        assert_eq!(r.total(&READ_VERBS), 8.0);
+        assert_eq!(r.total(&WRITE_VERBS), 3.0);
+        let later = ApiRequests(
+            [("GET deployments".to_string(), 10.0)]
+                .into_iter()
+                .chain(r.0.clone().into_iter().filter(|(k, _)| k != "GET deployments"))
+                .collect(),
+        );
+        let d = later.since(&r);
+        assert_eq!(d.0.len(), 1);
+        assert_eq!(d.get("GET deployments"), 3.0);
+    }
+}

@@ -1,0 +1,641 @@
+//! `bench`: the operator's scale benchmark (run it through `hack/bench.sh`).
+//!
+//! For each size M and each run: a fresh local cluster (its own directory,
+//! target/cluster-bench) with 100 kwok GPU nodes, the CRDs, the release operator
+//! binary as its own process, M bound PVCs, then M VLLMServices created as fast
+//! as the API server takes them; the Available count is sampled every 100 ms from
+//! a watch. Then a steady window and an operator restart with nothing changed.
+//! Results go to bench/results-<timestamp>.json and a section of BENCHMARKS.md.
+
+mod cluster;
+mod operator;
+mod procfs;
+mod prom;
+mod report;
+mod workload;
+
+use std::{
+    collections::BTreeMap,
+    path::PathBuf,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use anyhow::Context as _;
+use clap::{Parser, ValueEnum};
+
+use cluster::{ApiRequests, Cluster, READ_VERBS, WRITE_VERBS};
+use operator::{OperatorMetrics, OperatorProc};
+use report::{ClusterShape, Report, RunResult, SizeResult};
+use workload::Availability;
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum, Debug)]
+enum Variant {
+    /// Deployment + Service per VLLMService.
+    Plain,
+    /// Also a gatewayRef (HTTPRoute) and monitoring (ServiceMonitor, PrometheusRule).
+    Routed,
+}
+
+#[derive(Parser, Debug)]
+#[command(about = "Scale benchmark of vllmservice-operator on a local cluster")]
+struct Args {
+    /// Numbers of VLLMServices, one measurement series each.
+    #[arg(long, value_delimiter = ',', default_values_t = [100, 1000])]
+    sizes: Vec<usize>,
+    /// Runs per size: one number for every size, or one per size (default: 3 for
+    /// M ≤ 100, 1 above).
+    #[arg(long, value_delimiter = ',')]
+    runs: Vec<usize>,
+    #[arg(long, value_enum, default_value = "plain")]
+    variant: Variant,
+    /// Fake GPU nodes.
+    #[arg(long, default_value_t = 100)]
+    nodes: usize,
+    /// nvidia.com/gpu per node. 16, not 8: 100 × 8 = 800 GPUs cannot hold 1,000
+    /// one-GPU services.
+    #[arg(long, default_value_t = 16)]
+    gpus_per_node: usize,
+    /// Length of the steady-state window after convergence, in seconds.
+    #[arg(long, default_value_t = 120)]
+    steady_seconds: u64,
+    /// Create requests in flight.
+    #[arg(long, default_value_t = 64)]
+    create_concurrency: usize,
+    /// Give up on convergence after this many seconds (default 180 + 0.6 s per service).
+    #[arg(long)]
+    timeout_seconds: Option<u64>,
+    /// The operator binary (built with `cargo build --release -p vllmservice-operator`).
+    #[arg(long, default_value = "target/release/vllmservice-operator")]
+    operator_bin: PathBuf,
+    /// An extra argument for `vllmservice-operator run` (repeatable), e.g.
+    /// `--operator-arg=--concurrency=64`.
+    #[arg(long = "operator-arg", allow_hyphen_values = true)]
+    operator_args: Vec<String>,
+    /// The bench cluster's state directory (never the tests' target/cluster).
+    #[arg(long, default_value = "target/cluster-bench")]
+    cluster_dir: PathBuf,
+    /// Where results-<timestamp>.json goes.
+    #[arg(long, default_value = "bench")]
+    out_dir: PathBuf,
+    /// The Markdown file the summary is appended to.
+    #[arg(long, default_value = "BENCHMARKS.md")]
+    markdown: PathBuf,
+    /// A note recorded with the results (e.g. what was changed).
+    #[arg(long, default_value = "")]
+    label: String,
+    /// The command line to record (hack/bench.sh passes its own).
+    #[arg(long)]
+    command: Option<String>,
+    /// Timestamp used in file names (hack/bench.sh passes it so the plot matches).
+    #[arg(long)]
+    timestamp: Option<String>,
+}
+
+impl Args {
+    fn runs_for(&self, index: usize, m: usize) -> usize {
+        match self.runs.as_slice() {
+            [] => {
+                if m <= 100 {
+                    3
+                } else {
+                    1
+                }
+            }
+            [n] => *n,
+            list => list.get(index).copied().unwrap_or(1),
+        }
+    }
+}
+
+fn log(msg: impl AsRef<str>) {
+    eprintln!("bench: {}", msg.as_ref());
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let repo = std::env::current_dir()?;
+    anyhow::ensure!(
+        repo.join("hack/cluster/cluster.sh").exists(),
+        "run from the repository root (hack/bench.sh does)"
+    );
+    let cluster_dir = repo.join(&args.cluster_dir);
+    anyhow::ensure!(
+        cluster_dir != repo.join("target/cluster"),
+        "target/cluster is the tests' cluster; the bench uses its own directory"
+    );
+    let operator_bin = repo.join(&args.operator_bin);
+    anyhow::ensure!(
+        operator_bin.exists(),
+        "{operator_bin:?} is missing: cargo build --release -p vllmservice-operator"
+    );
+    let routed = args.variant == Variant::Routed;
+    let timestamp = args.timestamp.clone().unwrap_or_else(|| {
+        k8s_openapi::jiff::Timestamp::now()
+            .strftime("%Y%m%dT%H%M%SZ")
+            .to_string()
+    });
+    std::fs::create_dir_all(repo.join(&args.out_dir))?;
+    let json_path = repo.join(&args.out_dir).join(format!("results-{timestamp}.json"));
+    let plot = format!("{}/available-{timestamp}.png", args.out_dir.display());
+
+    let cluster = Cluster {
+        repo: repo.clone(),
+        dir: cluster_dir,
+        nodes: args.nodes,
+        gpus_per_node: args.gpus_per_node,
+    };
+    let crds = cluster::crd_files(&repo, routed)?;
+    let mut report = Report {
+        timestamp: timestamp.clone(),
+        command: args
+            .command
+            .clone()
+            .unwrap_or_else(|| std::env::args().collect::<Vec<_>>().join(" ")),
+        label: args.label.clone(),
+        variant: format!("{:?}", args.variant).to_lowercase(),
+        machine: procfs::Machine::read(),
+        versions: versions(&repo, &operator_bin),
+        cluster: ClusterShape {
+            nodes: args.nodes,
+            gpus_per_node: args.gpus_per_node,
+            steady_seconds: args.steady_seconds,
+            create_concurrency: args.create_concurrency,
+        },
+        operator_command: format!(
+            "{} run --metrics-addr 127.0.0.1:<free port>{}",
+            args.operator_bin.display(),
+            args.operator_args
+                .iter()
+                .map(|a| format!(" {a}"))
+                .collect::<String>()
+        ),
+        minimum_writes_per_service: minimum_writes(routed),
+        sizes: Vec::new(),
+        plot: plot.clone(),
+    };
+
+    let result = async {
+        for (index, &m) in args.sizes.iter().enumerate() {
+            let mut size = SizeResult {
+                m,
+                runs: Vec::new(),
+                summary: BTreeMap::new(),
+            };
+            for run in 1..=args.runs_for(index, m) {
+                log(format!("=== M = {m}, run {run}"));
+                let r = one_run(&args, &cluster, &crds, &operator_bin, m, run).await?;
+                log(format!(
+                    "M = {m} run {run}: converged={} t50={:.1}s t90={:.1}s t100={:.1}s writes/service={:.2} steady writes={} restart writes={}",
+                    r.converged,
+                    r.figures.get("t50_s").copied().unwrap_or(f64::NAN),
+                    r.figures.get("t90_s").copied().unwrap_or(f64::NAN),
+                    r.figures.get("t100_s").copied().unwrap_or(f64::NAN),
+                    r.figures["writes_per_service"],
+                    r.figures["steady_writes"],
+                    r.figures["restart_writes"],
+                ));
+                size.runs.push(r);
+                size.summary = report::summarize(&size.runs);
+                // Saved after every run: an interrupted invocation keeps what it measured.
+                let mut partial = report.clone();
+                partial.sizes.push(size.clone());
+                std::fs::write(&json_path, serde_json::to_string_pretty(&partial)?)?;
+            }
+            report.sizes.push(size);
+        }
+        anyhow::Ok(())
+    }
+    .await;
+    let _ = cluster.down();
+    result?;
+
+    std::fs::write(&json_path, serde_json::to_string_pretty(&report)?)?;
+    let md_path = repo.join(&args.markdown);
+    let mut md = std::fs::read_to_string(&md_path).unwrap_or_else(|_| {
+        "# Benchmarks\n\nSections below are appended by `hack/bench.sh`.\n".to_string()
+    });
+    md.push_str(&report::markdown(&report));
+    std::fs::write(&md_path, md)?;
+    log(format!("results: {}", json_path.display()));
+    log(format!("summary appended to {}", md_path.display()));
+    println!("{}", json_path.display());
+    Ok(())
+}
+
+/// What each service needs written, at the least: one server-side apply per
+/// child, two status writes (Pending with the children made, then Available:
+/// the first reconcile cannot see a ready pod of a Deployment it just created),
+/// and the events the design asks for (one per child created, one on Available).
+fn minimum_writes(routed: bool) -> BTreeMap<String, u64> {
+    let mut m: BTreeMap<String, u64> = [
+        ("patch deployments", 1),
+        ("patch services", 1),
+        ("patch vllmservices/status", 2),
+        ("create events", 3),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    if routed {
+        for k in [
+            "patch httproutes",
+            "patch servicemonitors",
+            "patch prometheusrules",
+        ] {
+            m.insert(k.to_string(), 1);
+        }
+        *m.get_mut("create events").expect("events") += 3;
+    }
+    m
+}
+
+fn versions(repo: &std::path::Path, operator_bin: &std::path::Path) -> BTreeMap<String, String> {
+    let run = |cmd: &str, args: &[&str]| -> String {
+        std::process::Command::new(cmd)
+            .args(args)
+            .current_dir(repo)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default()
+    };
+    let mut v = BTreeMap::new();
+    let rev = run("git", &["rev-parse", "--short=12", "HEAD"]);
+    // Dirty when the sources the operator is built from differ from the commit.
+    let dirty = !run(
+        "git",
+        &[
+            "status",
+            "--porcelain",
+            "--",
+            "crates/api",
+            "crates/operator",
+            "crates/cli",
+            "Cargo.toml",
+            "Cargo.lock",
+        ],
+    )
+    .is_empty();
+    v.insert(
+        "operator git rev".into(),
+        format!(
+            "{rev}{}",
+            if dirty {
+                " (+ uncommitted changes)"
+            } else {
+                ""
+            }
+        ),
+    );
+    v.insert(
+        "operator".into(),
+        run(&operator_bin.to_string_lossy(), &["--version"]),
+    );
+    v.insert("rustc".into(), run("rustc", &["--version"]));
+    for (name, module, file) in [
+        ("kubernetes", "k8s.io/kubernetes", "hack/cluster/kube/go.mod"),
+        ("etcd", "go.etcd.io/etcd/server/v3", "hack/cluster/etcd/go.mod"),
+        ("kwok", "sigs.k8s.io/kwok", "hack/cluster/kwok/go.mod"),
+    ] {
+        let gomod = std::fs::read_to_string(repo.join(file)).unwrap_or_default();
+        if let Some(ver) = gomod.lines().find_map(|l| {
+            let l = l.trim().trim_start_matches("require ").trim();
+            l.strip_prefix(module)
+                .and_then(|rest| rest.split_whitespace().next())
+                .map(str::to_string)
+        }) {
+            v.insert(name.into(), ver);
+        }
+    }
+    v
+}
+
+/// The CPU each process used between two readings.
+fn cpu_delta(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+    after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0.0)))
+        .collect()
+}
+
+fn all_cpu(cluster: &Cluster, op: &OperatorProc) -> BTreeMap<String, f64> {
+    let mut c = cluster.component_cpu();
+    c.insert("operator".into(), op.cpu_seconds());
+    if let Some(me) = procfs::cpu_seconds(std::process::id()) {
+        c.insert("bench (this harness)".into(), me);
+    }
+    c
+}
+
+async fn one_run(
+    args: &Args,
+    cluster: &Cluster,
+    crds: &[PathBuf],
+    operator_bin: &std::path::Path,
+    m: usize,
+    run: usize,
+) -> anyhow::Result<RunResult> {
+    let routed = args.variant == Variant::Routed;
+    log(format!(
+        "starting a fresh cluster in {} ({} nodes × {} GPUs)",
+        cluster.dir.display(),
+        cluster.nodes,
+        cluster.gpus_per_node
+    ));
+    cluster.up_fresh()?;
+    let client = cluster.client().await?;
+    cluster.install_crds(crds)?;
+    workload::prepare_namespace(&client, routed).await?;
+    log(format!("creating {m} bound PVCs (before the clock starts)"));
+    workload::create_bound_pvcs(&client, m, args.create_concurrency).await?;
+
+    let logs = cluster.dir.join("logs");
+    let pid_file = cluster.dir.join("operator.pid");
+    let op = OperatorProc::start(
+        operator_bin,
+        &args.operator_args,
+        &cluster.kubeconfig(),
+        logs.join(format!("operator-m{m}-run{run}.log")),
+        &pid_file,
+    )
+    .await?;
+    // Let it list and watch the (empty) world before the clock starts.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    let avail = Arc::new(Mutex::new(Availability::default()));
+    let watch = workload::watch_availability(client.clone(), avail.clone()).await?;
+    let gateway_writes = Arc::new(AtomicU64::new(0));
+    let gateway = routed.then(|| workload::fake_gateway_controller(client.clone(), gateway_writes.clone()));
+
+    let api_before = ApiRequests::scrape(&client).await?;
+    let op_before = op.metrics().await?;
+    let cpu_before = all_cpu(cluster, &op);
+    let jiffies_before = procfs::machine_jiffies();
+
+    // The clock starts at the first create.
+    let t0 = Instant::now();
+    let created = Arc::new(AtomicU64::new(0));
+    let sampling = Arc::new(AtomicBool::new(true));
+    let timeline = Arc::new(Mutex::new(Vec::<(f64, u64, usize)>::new()));
+    let sampler = tokio::spawn({
+        let (avail, created, sampling, timeline) =
+            (avail.clone(), created.clone(), sampling.clone(), timeline.clone());
+        async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(100));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            while sampling.load(Ordering::Relaxed) {
+                tick.tick().await;
+                let a = avail.lock().expect("availability lock").available();
+                timeline.lock().expect("timeline lock").push((
+                    t0.elapsed().as_secs_f64(),
+                    created.load(Ordering::Relaxed),
+                    a,
+                ));
+            }
+        }
+    });
+    let creator = tokio::spawn({
+        let (client, created) = (client.clone(), created.clone());
+        let concurrency = args.create_concurrency;
+        async move {
+            let retries =
+                workload::create_services(&client, m, routed, concurrency, &created).await?;
+            anyhow::Ok((t0.elapsed().as_secs_f64(), retries))
+        }
+    });
+
+    let timeout = Duration::from_secs(
+        args.timeout_seconds
+            .unwrap_or(180 + (m as f64 * 0.6) as u64),
+    );
+    let mut last_progress = Instant::now();
+    let converged = loop {
+        let a = avail.lock().expect("availability lock").available();
+        if a >= m {
+            break true;
+        }
+        if t0.elapsed() > timeout {
+            break false;
+        }
+        if last_progress.elapsed() > Duration::from_secs(10) {
+            last_progress = Instant::now();
+            let reconciles = op.metrics().await.map(|x| x.reconciles).unwrap_or(0);
+            log(format!(
+                "  t={:>5.1}s created={} available={a} operator reconciles={reconciles}",
+                t0.elapsed().as_secs_f64(),
+                created.load(Ordering::Relaxed)
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let t_end = t0.elapsed().as_secs_f64();
+    let jiffies_after = procfs::machine_jiffies();
+    let cpu_after = all_cpu(cluster, &op);
+    let op_conv = op.metrics().await?;
+    let api_after = ApiRequests::scrape(&client).await?;
+    // A few samples past convergence, for the plot.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    sampling.store(false, Ordering::Relaxed);
+    let _ = sampler.await;
+    let (create_s, create_retries) = creator
+        .await
+        .context("the create task panicked")?
+        .context("creating the VLLMServices")?;
+
+    let mut r = RunResult {
+        m,
+        run,
+        converged,
+        timeline: std::mem::take(&mut *timeline.lock().expect("timeline lock")),
+        ..RunResult::default()
+    };
+    let f = &mut r.figures;
+    f.insert("create_s".into(), create_s);
+    f.insert("create_retries".into(), create_retries as f64);
+    {
+        let a = avail.lock().expect("availability lock");
+        let mut times: Vec<f64> = a
+            .first_available
+            .values()
+            .map(|t| t.saturating_duration_since(t0).as_secs_f64())
+            .collect();
+        times.sort_by(|x, y| x.total_cmp(y));
+        for (key, q) in [("t50_s", 0.5), ("t90_s", 0.9), ("t100_s", 1.0)] {
+            let needed = ((m as f64) * q).ceil() as usize;
+            if needed >= 1 && times.len() >= needed {
+                f.insert(key.into(), times[needed - 1]);
+            }
+        }
+        if !converged {
+            r.not_available = a.reasons();
+        }
+    }
+    let writes = op_conv.writes_since(&op_before);
+    let writes_total: u64 = writes.values().sum();
+    f.insert("writes_total".into(), writes_total as f64);
+    f.insert("writes_per_service".into(), writes_total as f64 / m as f64);
+    let reconciles = op_conv.reconciles - op_before.reconciles;
+    f.insert("reconciles".into(), reconciles as f64);
+    f.insert("reconciles_per_service".into(), reconciles as f64 / m as f64);
+    f.insert(
+        "reconcile_errors".into(),
+        (op_conv.reconcile_errors - op_before.reconcile_errors) as f64,
+    );
+    if let Some(p) = prom::quantile(&op_conv.duration_buckets, 0.5) {
+        f.insert("reconcile_p50_ms".into(), p * 1000.0);
+    }
+    if let Some(p) = prom::quantile(&op_conv.duration_buckets, 0.99) {
+        f.insert("reconcile_p99_ms".into(), p * 1000.0);
+    }
+    r.writes = writes;
+
+    let api = api_after.since(&api_before);
+    f.insert("apiserver_reads_per_s".into(), api.total(&READ_VERBS) / t_end);
+    f.insert("apiserver_writes_per_s".into(), api.total(&WRITE_VERBS) / t_end);
+    // During the run only the operator GETs single children and LISTs pods; the
+    // controllers, the scheduler and kwok work from their informers' caches.
+    let mut operator_reads = api.get("GET deployments")
+        + api.get("GET services")
+        + api.get("GET persistentvolumeclaims")
+        + api.get("LIST pods");
+    if routed {
+        operator_reads += api.get("GET gateways")
+            + api.get("GET httproutes")
+            + api.get("GET servicemonitors")
+            + api.get("GET prometheusrules");
+    }
+    f.insert("operator_reads_per_service".into(), operator_reads / m as f64);
+    r.apiserver_requests = api.0;
+    if routed {
+        f.insert(
+            "gateway_controller_writes".into(),
+            gateway_writes.load(Ordering::Relaxed) as f64,
+        );
+    }
+
+    let cpu = cpu_delta(&cpu_before, &cpu_after);
+    let busy_s: f64 = cpu.values().sum();
+    if let (Some((b0, t0j)), Some((b1, t1j))) = (jiffies_before, jiffies_after)
+        && t1j > t0j
+    {
+        f.insert(
+            "machine_busy_pct".into(),
+            100.0 * (b1 - b0) as f64 / (t1j - t0j) as f64,
+        );
+    }
+    if busy_s > 0.0 {
+        f.insert(
+            "apiserver_cpu_share_pct".into(),
+            100.0 * cpu.get("kube-apiserver").copied().unwrap_or(0.0) / busy_s,
+        );
+        f.insert(
+            "operator_cpu_share_pct".into(),
+            100.0 * cpu.get("operator").copied().unwrap_or(0.0) / busy_s,
+        );
+    }
+    f.insert("operator_cpu_s".into(), cpu.get("operator").copied().unwrap_or(f64::NAN));
+    r.cpu_seconds_by_process = cpu;
+    f.insert("operator_rss_converged_mib".into(), op.rss_mib());
+
+    // Steady state: nothing changes; the goal is no write at all.
+    log(format!("steady window: {} s", args.steady_seconds));
+    let cpu_steady0 = op.cpu_seconds();
+    tokio::time::sleep(Duration::from_secs(args.steady_seconds)).await;
+    let op_steady = op.metrics().await?;
+    r.steady_writes = op_steady.writes_since(&op_conv);
+    let f = &mut r.figures;
+    f.insert(
+        "steady_writes".into(),
+        r.steady_writes.values().sum::<u64>() as f64,
+    );
+    f.insert(
+        "steady_reconciles".into(),
+        (op_steady.reconciles - op_conv.reconciles) as f64,
+    );
+    f.insert("operator_cpu_steady_s".into(), op.cpu_seconds() - cpu_steady0);
+    f.insert("operator_peak_rss_mib".into(), op.peak_rss_mib());
+    f.insert("operator_rss_steady_mib".into(), op.rss_mib());
+
+    // Restart with nothing changed: a new process re-reconciles everything.
+    log("restarting the operator (nothing changed)");
+    op.stop().await?;
+    let op2 = OperatorProc::start(
+        operator_bin,
+        &args.operator_args,
+        &cluster.kubeconfig(),
+        logs.join(format!("operator-m{m}-run{run}-restart.log")),
+        &pid_file,
+    )
+    .await?;
+    let t_restart = Instant::now();
+    let mut all_reconciled: Option<f64> = None;
+    let mut last = OperatorMetrics::default();
+    let mut quiet_since = Instant::now();
+    let restart_metrics = loop {
+        let now = op2.metrics().await?;
+        if all_reconciled.is_none() && now.reconciles >= m as u64 {
+            all_reconciled = Some(t_restart.elapsed().as_secs_f64());
+        }
+        if now.reconciles != last.reconciles || now.write_total() != last.write_total() {
+            quiet_since = Instant::now();
+        }
+        last = now;
+        let quiet = quiet_since.elapsed() > Duration::from_secs(5);
+        if (all_reconciled.is_some() && quiet) || t_restart.elapsed() > Duration::from_secs(180) {
+            break last;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    r.restart_writes = restart_metrics.writes_since(&OperatorMetrics::default());
+    let f = &mut r.figures;
+    f.insert(
+        "restart_writes".into(),
+        r.restart_writes.values().sum::<u64>() as f64,
+    );
+    f.insert(
+        "restart_reconcile_all_s".into(),
+        all_reconciled.unwrap_or(f64::NAN),
+    );
+    f.insert("restart_peak_rss_mib".into(), op2.peak_rss_mib());
+    f.insert("restart_cpu_s".into(), op2.cpu_seconds());
+    let still = avail.lock().expect("availability lock").available();
+    f.insert("available_after_restart".into(), still as f64);
+    op2.stop().await?;
+    let _ = std::fs::remove_file(&pid_file);
+
+    watch.abort();
+    if let Some(g) = gateway {
+        g.abort();
+    }
+    cluster.down()?;
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_runs_are_three_for_small_sizes_and_one_for_large() {
+        let args = Args::parse_from(["bench"]);
+        assert_eq!(args.sizes, vec![100, 1000]);
+        assert_eq!((args.runs_for(0, 100), args.runs_for(1, 1000)), (3, 1));
+        let args = Args::parse_from(["bench", "--runs", "2"]);
+        assert_eq!((args.runs_for(0, 100), args.runs_for(1, 1000)), (2, 2));
+        let args = Args::parse_from(["bench", "--runs", "3,2", "--operator-arg=--concurrency=64"]);
+        assert_eq!((args.runs_for(0, 100), args.runs_for(1, 1000)), (3, 2));
+        assert_eq!(args.operator_args, vec!["--concurrency=64"]);
+    }
+
+    #[test]
+    fn the_minimum_counts_every_child() {
+        assert_eq!(minimum_writes(false).values().sum::<u64>(), 7);
+        assert_eq!(minimum_writes(true).values().sum::<u64>(), 13);
+    }
+}

@@ -1,0 +1,280 @@
+//! Results: one JSON file per invocation and a Markdown section appended to
+//! BENCHMARKS.md, with medians over runs and their spread.
+
+use std::{collections::BTreeMap, fmt::Write as _};
+
+use serde::{Deserialize, Serialize};
+
+use crate::procfs::Machine;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub timestamp: String,
+    pub command: String,
+    pub label: String,
+    pub variant: String,
+    pub machine: Machine,
+    pub versions: BTreeMap<String, String>,
+    pub cluster: ClusterShape,
+    pub operator_command: String,
+    /// Writes each service needs at the least, by "verb resource" (see BENCHMARKS.md).
+    pub minimum_writes_per_service: BTreeMap<String, u64>,
+    pub sizes: Vec<SizeResult>,
+    pub plot: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ClusterShape {
+    pub nodes: usize,
+    pub gpus_per_node: usize,
+    pub steady_seconds: u64,
+    pub create_concurrency: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SizeResult {
+    pub m: usize,
+    pub runs: Vec<RunResult>,
+    /// Median, min, max over runs of each scalar figure.
+    pub summary: BTreeMap<String, Stat>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct Stat {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    pub n: usize,
+}
+
+/// One run of one size on a fresh cluster.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RunResult {
+    pub m: usize,
+    pub run: usize,
+    pub converged: bool,
+    /// Not-Available services by reason when the run timed out.
+    pub not_available: BTreeMap<String, usize>,
+    /// Scalars by name (seconds, counts, MiB); the keys of [`FIGURES`].
+    pub figures: BTreeMap<String, f64>,
+    /// Operator writes from start to 100% Available, by "verb resource".
+    pub writes: BTreeMap<String, u64>,
+    /// Operator writes in the steady window after convergence.
+    pub steady_writes: BTreeMap<String, u64>,
+    /// Writes of a restarted operator until it has reconciled everything and is quiet.
+    pub restart_writes: BTreeMap<String, u64>,
+    /// API server requests (all clients) from first create to 100% Available, by "VERB resource".
+    pub apiserver_requests: BTreeMap<String, f64>,
+    /// CPU seconds per process from first create to 100% Available.
+    pub cpu_seconds_by_process: BTreeMap<String, f64>,
+    /// (seconds since first create, created, available), every 100 ms.
+    pub timeline: Vec<(f64, u64, usize)>,
+}
+
+/// The scalar figures, in report order: (key, label, unit decimals).
+pub const FIGURES: &[(&str, &str, usize)] = &[
+    ("create_s", "all M creates accepted (s)", 1),
+    ("t50_s", "first create → 50% Available (s)", 1),
+    ("t90_s", "first create → 90% Available (s)", 1),
+    ("t100_s", "first create → 100% Available (s)", 1),
+    ("writes_total", "operator writes, total", 0),
+    ("writes_per_service", "operator writes per service", 2),
+    ("reconciles", "reconciles to convergence", 0),
+    ("reconciles_per_service", "reconciles per service", 2),
+    ("reconcile_errors", "reconcile errors", 0),
+    ("reconcile_p50_ms", "reconcile p50 (ms)", 1),
+    ("reconcile_p99_ms", "reconcile p99 (ms)", 1),
+    ("operator_reads_per_service", "operator reads per service (GET/LIST at API server)", 1),
+    ("steady_writes", "writes in steady window", 0),
+    ("steady_reconciles", "reconciles in steady window", 0),
+    ("restart_writes", "writes after restart, nothing changed", 0),
+    ("restart_reconcile_all_s", "restart → every service reconciled (s)", 1),
+    ("operator_peak_rss_mib", "operator peak RSS (MiB)", 1),
+    ("operator_rss_steady_mib", "operator RSS in steady state (MiB)", 1),
+    ("restart_peak_rss_mib", "restarted operator peak RSS (MiB)", 1),
+    ("operator_cpu_s", "operator CPU to convergence (s)", 2),
+    ("operator_cpu_steady_s", "operator CPU in steady window (s)", 2),
+    ("apiserver_reads_per_s", "API server reads/s during run (all clients)", 1),
+    ("apiserver_writes_per_s", "API server writes/s during run (all clients)", 1),
+    ("machine_busy_pct", "machine CPU busy during run (%)", 0),
+    ("apiserver_cpu_share_pct", "kube-apiserver share of busy CPU (%)", 0),
+    ("operator_cpu_share_pct", "operator share of busy CPU (%)", 0),
+];
+
+pub fn median(values: &mut Vec<f64>) -> Option<f64> {
+    values.retain(|v| v.is_finite());
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(|a, b| a.total_cmp(b));
+    let n = values.len();
+    Some(if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    })
+}
+
+pub fn summarize(runs: &[RunResult]) -> BTreeMap<String, Stat> {
+    let mut keys: Vec<&String> = runs.iter().flat_map(|r| r.figures.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter_map(|k| {
+            let mut v: Vec<f64> = runs.iter().filter_map(|r| r.figures.get(k).copied()).collect();
+            let med = median(&mut v)?;
+            Some((
+                k.clone(),
+                Stat {
+                    median: med,
+                    min: v.first().copied().unwrap_or(med),
+                    max: v.last().copied().unwrap_or(med),
+                    n: v.len(),
+                },
+            ))
+        })
+        .collect()
+}
+
+fn fmt_num(v: f64, decimals: usize) -> String {
+    format!("{v:.decimals$}")
+}
+
+fn fmt_stat(s: &Stat, decimals: usize) -> String {
+    if s.n <= 1 || (s.max - s.min).abs() < f64::EPSILON {
+        return fmt_num(s.median, decimals);
+    }
+    format!(
+        "{} ({}–{})",
+        fmt_num(s.median, decimals),
+        fmt_num(s.min, decimals),
+        fmt_num(s.max, decimals)
+    )
+}
+
+/// Median over runs of one key of a per-run map.
+fn median_of_key(runs: &[RunResult], key: &str, pick: fn(&RunResult) -> &BTreeMap<String, u64>) -> f64 {
+    let mut v: Vec<f64> = runs
+        .iter()
+        .map(|r| pick(r).get(key).copied().unwrap_or(0) as f64)
+        .collect();
+    median(&mut v).unwrap_or(0.0)
+}
+
+/// The Markdown section for one invocation.
+pub fn markdown(r: &Report) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "\n## Run {} — {} variant{}\n", r.timestamp, r.variant,
+        if r.label.is_empty() { String::new() } else { format!(" — {}", r.label) });
+    let _ = writeln!(s, "- command: `{}`", r.command);
+    let _ = writeln!(s, "- operator: `{}`", r.operator_command);
+    let _ = writeln!(
+        s,
+        "- machine: {} cores ({}), {} GiB, kernel {}; load average at start {}",
+        r.machine.cores, r.machine.cpu_model, r.machine.mem_total_gib, r.machine.kernel,
+        r.machine.loadavg_at_start
+    );
+    let versions: Vec<String> = r.versions.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    let _ = writeln!(s, "- versions: {}", versions.join(", "));
+    let _ = writeln!(
+        s,
+        "- cluster: fresh per run, {} kwok nodes × {} nvidia.com/gpu; creates {} in flight; steady window {} s",
+        r.cluster.nodes, r.cluster.gpus_per_node, r.cluster.create_concurrency, r.cluster.steady_seconds
+    );
+    let _ = writeln!(s, "- raw results: [`{}`]({}), plot: [`{}`]({})\n",
+        r.plot.replace("available-", "results-").replace(".png", ".json"),
+        r.plot.replace("available-", "results-").replace(".png", ".json"),
+        r.plot, r.plot);
+    let _ = writeln!(s, "![Available VLLMServices over time]({})\n", r.plot);
+
+    // The figures table: one column per M.
+    let _ = write!(s, "| figure |");
+    for size in &r.sizes {
+        let runs = size.runs.len();
+        let conv = size.runs.iter().filter(|x| x.converged).count();
+        let _ = write!(s, " M = {} ({} run{}{}) |", size.m, runs, if runs == 1 { "" } else { "s" },
+            if conv == runs { String::new() } else { format!(", {conv} converged") });
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(s, "|---|{}", "---|".repeat(r.sizes.len()));
+    for (key, label, decimals) in FIGURES {
+        if r.sizes.iter().all(|z| !z.summary.contains_key(*key)) {
+            continue;
+        }
+        let _ = write!(s, "| {label} |");
+        for size in &r.sizes {
+            let cell = size.summary.get(*key).map(|st| fmt_stat(st, *decimals)).unwrap_or("–".into());
+            let _ = write!(s, " {cell} |");
+        }
+        let _ = writeln!(s);
+    }
+    let _ = writeln!(s, "\nCells: median (min–max) over the runs.\n");
+
+    // Writes by verb and resource, against the minimum.
+    let mut keys: Vec<String> = r.minimum_writes_per_service.keys().cloned().collect();
+    for size in &r.sizes {
+        for run in &size.runs {
+            keys.extend(run.writes.keys().cloned());
+        }
+    }
+    keys.sort();
+    keys.dedup();
+    let _ = write!(s, "| operator writes per service (median) | minimum |");
+    for size in &r.sizes {
+        let _ = write!(s, " M = {} |", size.m);
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(s, "|---|---|{}", "---|".repeat(r.sizes.len()));
+    let mut min_total = 0;
+    for k in &keys {
+        let min = r.minimum_writes_per_service.get(k).copied().unwrap_or(0);
+        min_total += min;
+        let _ = write!(s, "| `{k}` | {min} |");
+        for size in &r.sizes {
+            let per = median_of_key(&size.runs, k, |r| &r.writes) / size.m as f64;
+            let _ = write!(s, " {per:.2} |");
+        }
+        let _ = writeln!(s);
+    }
+    let _ = write!(s, "| **total** | **{min_total}** |");
+    for size in &r.sizes {
+        let t = size.summary.get("writes_per_service").map(|st| st.median).unwrap_or(f64::NAN);
+        let _ = write!(s, " **{t:.2}** |");
+    }
+    let _ = writeln!(s);
+
+    // Steady and restart writes, spelled out when any.
+    for size in &r.sizes {
+        for run in &size.runs {
+            if !run.steady_writes.is_empty() || !run.restart_writes.is_empty() {
+                let _ = writeln!(s, "\nM = {} run {}: steady-window writes {:?}, restart writes {:?}",
+                    size.m, run.run, run.steady_writes, run.restart_writes);
+            }
+            if !run.converged {
+                let _ = writeln!(s, "\nM = {} run {} did not converge; not Available by reason: {:?}",
+                    size.m, run.run, run.not_available);
+            }
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians_and_spread() {
+        assert_eq!(median(&mut vec![3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&mut vec![4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        assert_eq!(median(&mut vec![f64::NAN]), None);
+        let run = |v: f64| RunResult {
+            figures: [("t100_s".to_string(), v)].into(),
+            ..RunResult::default()
+        };
+        let s = summarize(&[run(5.0), run(3.0), run(4.0)]);
+        let st = s["t100_s"];
+        assert_eq!((st.median, st.min, st.max, st.n), (4.0, 3.0, 5.0, 3));
+        assert_eq!(fmt_stat(&st, 1), "4.0 (3.0–5.0)");
+    }
+}

@@ -1,0 +1,444 @@
+//! The objects a run creates, the watch that counts Available VLLMServices, and
+//! (routed variant) a stand-in Gateway controller that accepts HTTPRoutes.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, bail};
+use futures::{StreamExt, TryStreamExt, stream};
+use k8s_openapi::api::core::v1::{
+    Namespace, PersistentVolume, PersistentVolumeClaim, ServiceAccount,
+};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams},
+    runtime::watcher::{self, Event, watcher},
+};
+use serde_json::{Value, json};
+
+pub const NAMESPACE: &str = "bench";
+pub const GATEWAY: &str = "llm-gateway";
+const GATEWAY_CONTROLLER: &str = "bench.example.com/gateway-controller";
+
+pub fn vllm_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("aiinfra.example.com", "v1alpha1", "VLLMService"),
+        "vllmservices",
+    )
+}
+
+fn gateway_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", "Gateway"),
+        "gateways",
+    )
+}
+
+fn route_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", "HTTPRoute"),
+        "httproutes",
+    )
+}
+
+pub fn service_name(i: usize) -> String {
+    format!("svc-{i:04}")
+}
+
+fn pvc_name(i: usize) -> String {
+    format!("models-{i:04}")
+}
+
+/// Creates with retries: the API server under load may answer 429/5xx or time
+/// out; AlreadyExists after a retry means an earlier attempt landed.
+async fn create_retrying<F, Fut>(retries: &AtomicU64, mut op: F) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = kube::Result<()>>,
+{
+    let mut attempt = 0u32;
+    loop {
+        match op().await {
+            Ok(()) => return Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 && attempt > 0 => return Ok(()),
+            Err(e) if attempt < 10 => {
+                attempt += 1;
+                retries.fetch_add(1, Ordering::Relaxed);
+                if attempt == 1 {
+                    eprintln!("bench: create failed, retrying: {e}");
+                }
+                tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// The namespace (with its default ServiceAccount, which pods need) and, for the
+/// routed variant, the Gateway with an HTTP listener.
+pub async fn prepare_namespace(client: &Client, routed: bool) -> anyhow::Result<()> {
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NAMESPACE}}))?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await?;
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), NAMESPACE);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while sas.get_opt("default").await?.is_none() {
+        if Instant::now() > deadline {
+            bail!("no default ServiceAccount in namespace {NAMESPACE} after 60 s");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    if routed {
+        let ar = gateway_resource();
+        let gw: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": GATEWAY, "namespace": NAMESPACE},
+            "spec": {"gatewayClassName": "bench",
+                     "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}
+        }))?;
+        Api::<DynamicObject>::namespaced_with(client.clone(), NAMESPACE, &ar)
+            .create(&PostParams::default(), &gw)
+            .await?;
+    }
+    Ok(())
+}
+
+/// M static PersistentVolumes pre-bound (claimRef) to M PVCs, then waits until
+/// every PVC is Bound. Done before the clock starts: the run measures the operator,
+/// not the PV controller.
+pub async fn create_bound_pvcs(client: &Client, m: usize, concurrency: usize) -> anyhow::Result<()> {
+    let retries = AtomicU64::new(0);
+    let pvs: Api<PersistentVolume> = Api::all(client.clone());
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), NAMESPACE);
+    stream::iter(0..m)
+        .map(|i| {
+            let (pvs, pvcs, retries) = (&pvs, &pvcs, &retries);
+            async move {
+                let pv: PersistentVolume = serde_json::from_value(json!({
+                    "metadata": {"name": format!("{NAMESPACE}-{}", pvc_name(i))},
+                    "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadOnlyMany"],
+                             "storageClassName": "static-models", "hostPath": {"path": "/data/models"},
+                             "persistentVolumeReclaimPolicy": "Delete",
+                             "claimRef": {"namespace": NAMESPACE, "name": pvc_name(i)}}
+                }))?;
+                create_retrying(retries, || async {
+                    pvs.create(&PostParams::default(), &pv).await.map(|_| ())
+                })
+                .await?;
+                let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
+                    "metadata": {"name": pvc_name(i)},
+                    "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "static-models",
+                             "resources": {"requests": {"storage": "10Gi"}}}
+                }))?;
+                create_retrying(retries, || async {
+                    pvcs.create(&PostParams::default(), &pvc).await.map(|_| ())
+                })
+                .await
+            }
+        })
+        .buffer_unordered(concurrency)
+        .try_collect::<Vec<()>>()
+        .await?;
+    let deadline = Instant::now() + Duration::from_secs(120 + m as u64 / 5);
+    loop {
+        let list = pvcs.list(&ListParams::default()).await?;
+        let bound = list
+            .items
+            .iter()
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"))
+            .count();
+        if bound == m {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("only {bound}/{m} PVCs bound before the deadline");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// VLLMService number `i`: 1 replica, 1 GPU, its own PVC; routed: a gatewayRef
+/// and monitoring on.
+pub fn service_body(i: usize, routed: bool) -> Value {
+    let mut spec = json!({
+        "image": "vllm/vllm-openai:v0.11.0",
+        "modelPath": "/data/models/Qwen2.5-1.5B-Instruct",
+        "modelName": format!("qwen-{i:04}"),
+        "replicas": 1,
+        "resources": {"requests": {"cpu": "1", "memory": "8Gi", "nvidia.com/gpu": "1"},
+                      "limits": {"cpu": "2", "memory": "16Gi", "nvidia.com/gpu": "1"}},
+        "storage": {"pvcName": pvc_name(i), "mountPath": "/data/models"}
+    });
+    if routed {
+        spec["gatewayRef"] = json!({"name": GATEWAY, "sectionName": "http",
+                                    "host": format!("{}.llm.example.local", service_name(i))});
+        spec["monitoring"] = json!({"enabled": true});
+    }
+    json!({
+        "apiVersion": "aiinfra.example.com/v1alpha1",
+        "kind": "VLLMService",
+        "metadata": {"name": service_name(i), "namespace": NAMESPACE},
+        "spec": spec
+    })
+}
+
+/// Creates the M VLLMServices, `concurrency` requests in flight. Each accepted
+/// create increments `created`. Returns the number of retried requests.
+pub async fn create_services(
+    client: &Client,
+    m: usize,
+    routed: bool,
+    concurrency: usize,
+    created: &AtomicU64,
+) -> anyhow::Result<u64> {
+    let retries = AtomicU64::new(0);
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), NAMESPACE, &vllm_resource());
+    stream::iter(0..m)
+        .map(|i| {
+            let (api, retries) = (&api, &retries);
+            async move {
+                let obj: DynamicObject = serde_json::from_value(service_body(i, routed))?;
+                create_retrying(retries, || async {
+                    api.create(&PostParams::default(), &obj).await.map(|_| ())
+                })
+                .await?;
+                created.fetch_add(1, Ordering::Relaxed);
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(concurrency)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(retries.into_inner())
+}
+
+/// Available=True at the current generation (the condition's observedGeneration,
+/// or the status's when the condition has none); else the Available reason.
+pub fn availability(obj: &DynamicObject) -> Result<(), String> {
+    let generation = obj.metadata.generation;
+    let status = obj.data.get("status");
+    let cond = status
+        .and_then(|s| s.get("conditions"))
+        .and_then(Value::as_array)
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Available"));
+    let Some(cond) = cond else {
+        return Err("NoStatus".into());
+    };
+    let observed = cond
+        .get("observedGeneration")
+        .or_else(|| status.and_then(|s| s.get("observedGeneration")))
+        .and_then(Value::as_i64);
+    if cond["status"] != "True" {
+        return Err(cond["reason"].as_str().unwrap_or("Unknown").to_string());
+    }
+    if observed != generation {
+        return Err("StaleGeneration".into());
+    }
+    Ok(())
+}
+
+/// What the watch has seen: per VLLMService whether it is Available and why not.
+#[derive(Default)]
+pub struct Availability {
+    state: HashMap<String, Result<(), String>>,
+    /// When each service was first seen Available (from the watch event).
+    pub first_available: HashMap<String, Instant>,
+}
+
+impl Availability {
+    pub fn available(&self) -> usize {
+        self.state.values().filter(|s| s.is_ok()).count()
+    }
+
+    /// Not-Available services by Available reason.
+    pub fn reasons(&self) -> BTreeMap<String, usize> {
+        let mut r = BTreeMap::new();
+        for s in self.state.values() {
+            if let Err(reason) = s {
+                *r.entry(reason.clone()).or_default() += 1;
+            }
+        }
+        r
+    }
+
+    fn observe(&mut self, obj: &DynamicObject) {
+        let a = availability(obj);
+        let name = obj.name_any();
+        if a.is_ok() {
+            self.first_available.entry(name.clone()).or_insert_with(Instant::now);
+        }
+        self.state.insert(name, a);
+    }
+}
+
+/// Watches the namespace's VLLMServices into `state` until the task is aborted.
+/// Resolves once the initial list is done.
+pub async fn watch_availability(
+    client: Client,
+    state: Arc<Mutex<Availability>>,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client, NAMESPACE, &vllm_resource());
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        let mut ready = Some(ready_tx);
+        let mut events = watcher(api, watcher::Config::default()).boxed();
+        while let Some(ev) = events.next().await {
+            match ev {
+                Ok(Event::Apply(o) | Event::InitApply(o)) => {
+                    state.lock().expect("availability lock").observe(&o)
+                }
+                Ok(Event::Delete(o)) => {
+                    state
+                        .lock()
+                        .expect("availability lock")
+                        .state
+                        .remove(&o.name_any());
+                }
+                Ok(Event::InitDone) => {
+                    if let Some(tx) = ready.take() {
+                        let _ = tx.send(());
+                    }
+                }
+                Ok(Event::Init) => {}
+                Err(e) => {
+                    eprintln!("bench: VLLMService watch error (the watcher retries): {e}");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        }
+    });
+    tokio::time::timeout(Duration::from_secs(60), ready_rx)
+        .await
+        .context("the VLLMService watch did not list within 60 s")??;
+    Ok(task)
+}
+
+/// Plays the Gateway controller for the routed variant: every HTTPRoute in the
+/// namespace gets Accepted=True and ResolvedRefs=True for each of its parentRefs
+/// at its current generation, as a real controller (Envoy Gateway, Istio…) would.
+/// Counts the status writes it sends.
+pub fn fake_gateway_controller(client: Client, writes: Arc<AtomicU64>) -> tokio::task::JoinHandle<()> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client, NAMESPACE, &route_resource());
+    tokio::spawn(async move {
+        watcher(api.clone(), watcher::Config::default())
+            .for_each_concurrent(16, |ev| {
+                let (api, writes) = (api.clone(), writes.clone());
+                async move {
+                    let route = match ev {
+                        Ok(Event::Apply(r) | Event::InitApply(r)) => r,
+                        Ok(_) => return,
+                        Err(e) => {
+                            eprintln!("bench: HTTPRoute watch error (the watcher retries): {e}");
+                            tokio::time::sleep(Duration::from_millis(500)).await;
+                            return;
+                        }
+                    };
+                    let Some(body) = route_status(&route) else { return };
+                    writes.fetch_add(1, Ordering::Relaxed);
+                    if let Err(e) = api
+                        .patch_status(&route.name_any(), &PatchParams::default(), &Patch::Merge(body))
+                        .await
+                    {
+                        eprintln!("bench: accepting HTTPRoute {} failed: {e}", route.name_any());
+                    }
+                }
+            })
+            .await
+    })
+}
+
+/// The status a Gateway controller would write, or None when it is already there.
+fn route_status(route: &DynamicObject) -> Option<Value> {
+    let generation = route.metadata.generation?;
+    let ns = route.namespace().unwrap_or_default();
+    let already = route.data["status"]["parents"]
+        .as_array()
+        .is_some_and(|ps| {
+            ps.iter().any(|p| {
+                p["controllerName"] == GATEWAY_CONTROLLER
+                    && p["conditions"].as_array().is_some_and(|cs| {
+                        cs.iter().all(|c| c["observedGeneration"] == generation)
+                    })
+            })
+        });
+    if already {
+        return None;
+    }
+    let cond = |t: &str| {
+        json!({"type": t, "status": "True", "reason": t, "message": format!("{t} by the bench"),
+               "observedGeneration": generation, "lastTransitionTime": "2026-01-01T00:00:00Z"})
+    };
+    let parents: Vec<Value> = route.data["spec"]["parentRefs"]
+        .as_array()?
+        .iter()
+        .map(|r| {
+            let mut parent_ref = r.clone();
+            if parent_ref.get("namespace").is_none() {
+                parent_ref["namespace"] = json!(ns);
+            }
+            json!({"controllerName": GATEWAY_CONTROLLER, "parentRef": parent_ref,
+                   "conditions": [cond("Accepted"), cond("ResolvedRefs")]})
+        })
+        .collect();
+    Some(json!({"status": {"parents": parents}}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(v: Value) -> DynamicObject {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn available_means_true_at_the_current_generation() {
+        let with = |status: &str, g: i64| {
+            obj(json!({"apiVersion": "aiinfra.example.com/v1alpha1", "kind": "VLLMService",
+                "metadata": {"name": "a", "generation": 2},
+                "status": {"conditions": [{"type": "Available", "status": status,
+                    "reason": "R", "observedGeneration": g}]}}))
+        };
+        assert_eq!(availability(&with("True", 2)), Ok(()));
+        assert_eq!(availability(&with("True", 1)), Err("StaleGeneration".into()));
+        assert_eq!(availability(&with("False", 2)), Err("R".into()));
+        let fresh = obj(json!({"apiVersion": "aiinfra.example.com/v1alpha1",
+            "kind": "VLLMService", "metadata": {"name": "a", "generation": 1}}));
+        assert_eq!(availability(&fresh), Err("NoStatus".into()));
+    }
+
+    #[test]
+    fn routes_are_accepted_once_per_generation() {
+        let route = obj(json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": "svc-0001", "namespace": "bench", "generation": 1},
+            "spec": {"parentRefs": [{"name": GATEWAY, "sectionName": "http"}]}}));
+        let body = route_status(&route).unwrap();
+        let parent = &body["status"]["parents"][0];
+        assert_eq!(parent["parentRef"]["namespace"], "bench");
+        assert_eq!(parent["conditions"][1]["type"], "ResolvedRefs");
+        let mut done = route.clone();
+        done.data["status"] = body["status"].clone();
+        assert_eq!(route_status(&done), None);
+        done.metadata.generation = Some(2);
+        assert!(route_status(&done).is_some());
+    }
+
+    #[test]
+    fn bodies_differ_by_variant() {
+        let plain = service_body(7, false);
+        assert_eq!(plain["metadata"]["name"], "svc-0007");
+        assert_eq!(plain["spec"]["storage"]["pvcName"], "models-0007");
+        assert!(plain["spec"].get("gatewayRef").is_none());
+        let routed = service_body(7, true);
+        assert_eq!(routed["spec"]["gatewayRef"]["name"], GATEWAY);
+        assert_eq!(routed["spec"]["monitoring"]["enabled"], true);
+    }
+}

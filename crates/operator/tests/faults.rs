@@ -1,0 +1,2074 @@
+//! The fault suite (issue 8): the operator's promises — level-triggered,
+//! idempotent, never touching what it does not own — checked under faults on
+//! the local control plane.
+//!
+//! Every scenario prints one report line (`FAULTS | scenario | injected | objects
+//! | converged | time | lost | orphaned | duplicated | overwritten | regressed | leaked |`)
+//! and fails on any lost, orphaned, duplicated or foreign-overwritten object.
+//! The normal test command runs the small counts; `hack/faults.sh` runs the
+//! full suite (`VLLM_FAULTS_SCALE=full`) and collects the lines into a table
+//! (`VLLM_FAULTS_REPORT=<file>` appends each line to a file).
+//!
+//! What the counts mean:
+//! - lost: a VLLMService that should exist is gone, or one of its children is missing;
+//! - orphaned: a child (managed-by label or VLLMService owner) without a controller
+//!   owner reference to a VLLMService that exists;
+//! - duplicated: more than one child of a kind controlled by one VLLMService;
+//! - overwritten: a foreign object, or a field another manager owns, changed by the operator;
+//! - regressed: a status whose observedGeneration went backwards;
+//! - leaked: a secret value found in an Event or a status.
+
+mod common;
+
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap},
+    io::Write as _,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use common::{Operator, condition, gpu_service, is_available};
+use futures::StreamExt;
+use gateway_api::apis::standard::httproutes::HttpRoute;
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, Secret, Service},
+    events::v1::Event,
+};
+use kube::{
+    Api, Client, Resource, ResourceExt,
+    api::{ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams},
+    core::PartialObjectMeta,
+    runtime::{WatchStreamExt, watcher},
+};
+use serde_json::{Value, json};
+use testkit::{PrivateCluster, TestNamespace, wait_until};
+use vllmservice_api::VLLMService;
+use vllmservice_controller::{
+    build,
+    metrics::{ErrorLabels, Metrics},
+    prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor},
+};
+
+// ---------------------------------------------------------------------------
+// Scale, reports, audits
+// ---------------------------------------------------------------------------
+
+/// True when the full suite runs (`VLLM_FAULTS_SCALE=full`, see `hack/faults.sh`).
+fn full() -> bool {
+    std::env::var("VLLM_FAULTS_SCALE").is_ok_and(|v| v == "full")
+}
+
+fn scale(fast: usize, full_count: usize) -> usize {
+    if full() { full_count } else { fast }
+}
+
+/// How long a fleet may take to converge (a generous bound, not a figure of merit).
+fn converge_timeout() -> Duration {
+    Duration::from_secs(if full() { 900 } else { 180 })
+}
+
+/// Private clusters cost a control plane each: one at a time in this process.
+static PRIVATE_CLUSTER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// One scenario's line of the report.
+#[derive(Debug, Default)]
+struct Report {
+    scenario: String,
+    injected: String,
+    objects: usize,
+    converged: bool,
+    time: Option<Duration>,
+    lost: usize,
+    orphaned: usize,
+    duplicated: usize,
+    overwritten: usize,
+    regressed: usize,
+    leaked: usize,
+    /// What went wrong, for the failure message (not part of the line).
+    details: Vec<String>,
+}
+
+impl Report {
+    fn new(scenario: &str, objects: usize) -> Report {
+        Report {
+            scenario: scenario.into(),
+            objects,
+            ..Report::default()
+        }
+    }
+
+    fn add_audit(&mut self, audit: &Audit) {
+        self.lost += audit.lost.len();
+        self.orphaned += audit.orphaned.len();
+        self.duplicated += audit.duplicated.len();
+        self.details
+            .extend(audit.lost.iter().map(|l| format!("lost: {l}")));
+        self.details
+            .extend(audit.orphaned.iter().map(|o| format!("orphaned: {o}")));
+        self.details
+            .extend(audit.duplicated.iter().map(|d| format!("duplicated: {d}")));
+    }
+
+    fn line(&self) -> String {
+        let time = self
+            .time
+            .map(|t| format!("{:.1} s", t.as_secs_f64()))
+            .unwrap_or_else(|| "—".into());
+        format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            self.scenario,
+            self.injected,
+            self.objects,
+            if self.converged { "yes" } else { "no" },
+            time,
+            self.lost,
+            self.orphaned,
+            self.duplicated,
+            self.overwritten,
+            self.regressed,
+            self.leaked
+        )
+    }
+
+    /// Prints the line (and appends it to `$VLLM_FAULTS_REPORT`), then fails on
+    /// anything lost, orphaned, duplicated, overwritten or regressed, or no convergence.
+    fn finish(self) {
+        let line = self.line();
+        eprintln!("FAULTS {line}");
+        if let Ok(path) = std::env::var("VLLM_FAULTS_REPORT") {
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .unwrap_or_else(|e| panic!("opening {path}: {e}"));
+            writeln!(f, "{line}").expect("append to the report");
+        }
+        let clean = self.converged
+            && self.lost == 0
+            && self.orphaned == 0
+            && self.duplicated == 0
+            && self.overwritten == 0
+            && self.regressed == 0
+            && self.leaked == 0;
+        assert!(
+            clean,
+            "scenario {} failed: {line}\n{}",
+            self.scenario,
+            self.details.join("\n")
+        );
+    }
+}
+
+/// What an audit of a namespace found.
+#[derive(Debug, Default)]
+struct Audit {
+    lost: Vec<String>,
+    orphaned: Vec<String>,
+    duplicated: Vec<String>,
+}
+
+/// The metadata of every object of kind `K` in `ns`.
+async fn metas<K>(client: &Client, ns: &str) -> Vec<PartialObjectMeta<K>>
+where
+    K: Resource<Scope = kube::core::NamespaceResourceScope> + Clone + serde::de::DeserializeOwned,
+    K: std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    Api::<K>::namespaced(client.clone(), ns)
+        .list_metadata(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+}
+
+/// The controller owner UID of an object, if it has a VLLMService controller owner.
+fn controller_uid(meta: &kube::api::ObjectMeta) -> Option<String> {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true) && r.kind == "VLLMService")
+        .map(|r| r.uid.clone())
+}
+
+/// True when `meta` looks like one of our children (label or VLLMService owner).
+fn is_child(meta: &kube::api::ObjectMeta) -> bool {
+    meta.labels
+        .as_ref()
+        .and_then(|l| l.get("app.kubernetes.io/managed-by"))
+        .is_some_and(|v| v == "vllmservice-operator")
+        || meta
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|r| r.kind == "VLLMService")
+}
+
+/// Children of one kind: orphans, duplicates, and which VLLMService UIDs have one.
+fn audit_kind(
+    kind: &str,
+    children: &[kube::api::ObjectMeta],
+    uids: &BTreeSet<String>,
+    audit: &mut Audit,
+) -> BTreeSet<String> {
+    let mut per_owner: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for meta in children.iter().filter(|m| is_child(m)) {
+        let name = meta.name.clone().unwrap_or_default();
+        match controller_uid(meta) {
+            Some(uid) if uids.contains(&uid) => per_owner.entry(uid).or_default().push(name),
+            Some(uid) => audit
+                .orphaned
+                .push(format!("{kind} {name} (controller {uid} does not exist)")),
+            None => audit
+                .orphaned
+                .push(format!("{kind} {name} (no controller owner)")),
+        }
+    }
+    for (uid, names) in &per_owner {
+        if names.len() > 1 {
+            audit
+                .duplicated
+                .push(format!("{kind} {names:?} all controlled by {uid}"));
+        }
+    }
+    per_owner.into_keys().collect()
+}
+
+/// Audits the Deployments and Services of `ns` against its VLLMServices;
+/// `expected` names VLLMServices that must exist.
+async fn audit(client: &Client, ns: &str, expected: &[String]) -> Audit {
+    let mut audit = Audit::default();
+    let services = Api::<VLLMService>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .expect("list VLLMServices")
+        .items;
+    let live: Vec<&VLLMService> = services
+        .iter()
+        .filter(|v| v.metadata.deletion_timestamp.is_none())
+        .collect();
+    let names: BTreeSet<String> = live.iter().map(|v| v.name_any()).collect();
+    for name in expected {
+        if !names.contains(name) {
+            audit.lost.push(format!("VLLMService {name}"));
+        }
+    }
+    let uids: BTreeSet<String> = services.iter().filter_map(|v| v.uid()).collect();
+    let deployments: Vec<_> = metas::<Deployment>(client, ns)
+        .await
+        .into_iter()
+        .map(|m| m.metadata)
+        .collect();
+    let svcs: Vec<_> = metas::<Service>(client, ns)
+        .await
+        .into_iter()
+        .map(|m| m.metadata)
+        .collect();
+    let with_deployment = audit_kind("Deployment", &deployments, &uids, &mut audit);
+    let with_service = audit_kind("Service", &svcs, &uids, &mut audit);
+    for vs in &live {
+        let uid = vs.uid().unwrap_or_default();
+        if !with_deployment.contains(&uid) {
+            audit
+                .lost
+                .push(format!("Deployment of VLLMService {}", vs.name_any()));
+        }
+        if !with_service.contains(&uid) {
+            audit
+                .lost
+                .push(format!("Service of VLLMService {}", vs.name_any()));
+        }
+    }
+    audit
+}
+
+/// Records every observedGeneration a watch sees and notes any that goes backwards.
+struct GenerationWatch {
+    regressions: Arc<Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl GenerationWatch {
+    fn start(client: &Client, ns: &str) -> GenerationWatch {
+        let api = Api::<VLLMService>::namespaced(client.clone(), ns);
+        let regressions = Arc::new(Mutex::new(Vec::new()));
+        let seen = regressions.clone();
+        let task = tokio::spawn(async move {
+            let mut last: HashMap<String, i64> = HashMap::new();
+            let mut events = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .applied_objects()
+                .boxed();
+            while let Some(event) = events.next().await {
+                let Ok(vs) = event else { continue };
+                let Some(observed) = vs.status.as_ref().and_then(|s| s.observed_generation) else {
+                    continue;
+                };
+                let uid = vs.uid().unwrap_or_default();
+                let prev = last.insert(uid, observed);
+                if let Some(prev) = prev
+                    && observed < prev
+                {
+                    seen.lock().unwrap().push(format!(
+                        "{}: observedGeneration {prev} -> {observed}",
+                        vs.name_any()
+                    ));
+                }
+            }
+        });
+        GenerationWatch { regressions, task }
+    }
+
+    fn regressions(&self) -> Vec<String> {
+        self.regressions.lock().unwrap().clone()
+    }
+}
+
+impl Drop for GenerationWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Reconcile errors counted so far, every category.
+fn errors(metrics: &Metrics) -> u64 {
+    [
+        "invalid_spec",
+        "dependency_missing",
+        "conflict",
+        "forbidden",
+        "transient",
+    ]
+    .iter()
+    .map(|c| {
+        metrics
+            .reconcile_errors
+            .get_or_create(&ErrorLabels {
+                category: c.to_string(),
+            })
+            .get()
+    })
+    .sum()
+}
+
+// ---------------------------------------------------------------------------
+// Fixtures
+// ---------------------------------------------------------------------------
+
+/// A namespace and an admin client on some cluster (the shared one or a private one).
+struct Fx {
+    client: Client,
+    ns: String,
+}
+
+impl Fx {
+    fn api<K>(&self) -> Api<K>
+    where
+        K: Resource<Scope = kube::core::NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    fn dynamic<K: Resource<DynamicType = ()>>(&self) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), &self.ns, &ApiResource::erase::<K>(&()))
+    }
+
+    /// A bound PVC `name` (backed by a static PV made for it).
+    async fn bound_pvc(&self, name: &str) {
+        let pv: PersistentVolume = serde_json::from_value(json!({
+            "metadata": {"name": format!("{}-{name}", self.ns)},
+            "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadOnlyMany"],
+                     "storageClassName": "static-models", "hostPath": {"path": "/data/models"},
+                     "persistentVolumeReclaimPolicy": "Delete",
+                     "claimRef": {"namespace": self.ns, "name": name}}
+        }))
+        .unwrap();
+        Api::<PersistentVolume>::all(self.client.clone())
+            .create(&PostParams::default(), &pv)
+            .await
+            .unwrap();
+        let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "static-models",
+                     "resources": {"requests": {"storage": "10Gi"}}}
+        }))
+        .unwrap();
+        self.api::<PersistentVolumeClaim>()
+            .create(&PostParams::default(), &pvc)
+            .await
+            .unwrap();
+    }
+
+    async fn create(&self, body: Value) -> VLLMService {
+        let vs: VLLMService = serde_json::from_value(body).expect("a VLLMService");
+        self.api::<VLLMService>()
+            .create(&PostParams::default(), &vs)
+            .await
+            .unwrap_or_else(|e| panic!("creating VLLMService {}: {e}", vs.name_any()))
+    }
+
+    async fn patch_spec(&self, name: &str, spec: Value) {
+        self.api::<VLLMService>()
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": spec})),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("patching VLLMService {name}: {e}"));
+    }
+
+    async fn wait_for(
+        &self,
+        name: &str,
+        what: &str,
+        check: impl Fn(&VLLMService) -> bool,
+    ) -> VLLMService {
+        let api = self.api::<VLLMService>();
+        let deadline = Instant::now() + common::WAIT;
+        loop {
+            let vs = api.get_opt(name).await.ok().flatten();
+            if let Some(vs) = &vs
+                && check(vs)
+            {
+                return vs.clone();
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "timed out waiting for {what} of {name}; last status:\n{}",
+                    serde_json::to_string_pretty(&vs.and_then(|v| v.status)).unwrap()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Waits until every VLLMService in `names` satisfies `converged` (with its
+    /// Deployment and Service controlled by it); returns the time it took, or
+    /// None (with the ones left) on timeout.
+    async fn converge(
+        &self,
+        names: &[String],
+        timeout: Duration,
+        converged: impl Fn(&VLLMService, &Deployment) -> bool,
+    ) -> Result<Duration, Vec<String>> {
+        let started = Instant::now();
+        loop {
+            let left = self.not_converged(names, &converged).await;
+            if left.is_empty() {
+                return Ok(started.elapsed());
+            }
+            if started.elapsed() >= timeout {
+                return Err(left);
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    async fn not_converged(
+        &self,
+        names: &[String],
+        converged: &impl Fn(&VLLMService, &Deployment) -> bool,
+    ) -> Vec<String> {
+        let lp = ListParams::default();
+        let (Ok(vss), Ok(deps), Ok(svcs)) = (
+            self.api::<VLLMService>().list(&lp).await,
+            self.api::<Deployment>().list(&lp).await,
+            self.api::<Service>().list_metadata(&lp).await,
+        ) else {
+            return names.to_vec();
+        };
+        let deps: HashMap<String, Deployment> =
+            deps.items.into_iter().map(|d| (d.name_any(), d)).collect();
+        let svcs: HashMap<String, PartialObjectMeta<Service>> =
+            svcs.items.into_iter().map(|s| (s.name_any(), s)).collect();
+        let vss: HashMap<String, VLLMService> =
+            vss.items.into_iter().map(|v| (v.name_any(), v)).collect();
+        names
+            .iter()
+            .filter(|name| {
+                let (Some(vs), Some(d), Some(s)) =
+                    (vss.get(*name), deps.get(*name), svcs.get(*name))
+                else {
+                    return true;
+                };
+                let uid = vs.uid();
+                !(controller_uid(&d.metadata) == uid
+                    && controller_uid(&s.metadata) == uid
+                    && converged(vs, d))
+            })
+            .cloned()
+            .collect()
+    }
+}
+
+/// A fresh namespace on the shared cluster with the CRDs installed.
+async fn shared_fx(prefix: &str) -> (Fx, TestNamespace) {
+    testkit::install_crds();
+    let client = testkit::client().await;
+    let ns = TestNamespace::new(&client, prefix).await;
+    let fx = Fx {
+        client,
+        ns: ns.name.clone(),
+    };
+    (fx, ns)
+}
+
+/// A VLLMService that needs no GPU, so that hundreds fit on the fake nodes.
+fn small_service(name: &str, pvc: &str) -> Value {
+    let mut body = gpu_service(name, pvc);
+    body["spec"]["resources"] = json!({"requests": {"cpu": "10m", "memory": "16Mi"}});
+    body
+}
+
+fn names(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}-{i:03}")).collect()
+}
+
+fn args_of(d: &Deployment) -> Vec<String> {
+    d.spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|p| p.containers.first())
+        .and_then(|c| c.args.clone())
+        .unwrap_or_default()
+}
+
+fn elapsed_line(what: &str, t: Duration) {
+    eprintln!("faults: {what}: {:.1} s", t.as_secs_f64());
+}
+
+// ---------------------------------------------------------------------------
+// 1. Operator crash
+// ---------------------------------------------------------------------------
+
+#[tokio::test]
+async fn operator_crash_mid_convergence_loses_nothing() {
+    let n = scale(20, 200);
+    let (fx, _ns) = shared_fx("flt-crash").await;
+    fx.bound_pvc("models").await;
+    let generations = GenerationWatch::start(&fx.client, &fx.ns);
+    let all = names("svc", n);
+    let operator = Operator::start(&fx.ns).await;
+    for name in &all {
+        fx.create(small_service(name, "models")).await;
+    }
+    // Crash mid-convergence: after about a fifth of the writes a full convergence needs.
+    let threshold = n as u64;
+    wait_until(
+        converge_timeout(),
+        "the operator's first writes",
+        || async { (operator.metrics.write_total() >= threshold).then_some(()) },
+    )
+    .await;
+    let writes = operator.metrics.write_total();
+    drop(operator); // aborts the controller task where it is, like SIGKILL
+    let deployments = metas::<Deployment>(&fx.client, &fx.ns).await.len();
+    let not_yet = fx
+        .not_converged(&all, &|vs, _| is_available(vs))
+        .await
+        .len();
+
+    // Changes made while no operator runs must be picked up after the restart.
+    let changed: Vec<String> = all.iter().step_by(4).cloned().collect();
+    for name in &changed {
+        fx.patch_spec(name, json!({"engineArgs": {"maxNumSeqs": 16}}))
+            .await;
+    }
+    let operator = Operator::start(&fx.ns).await;
+    let converged = fx
+        .converge(&all, converge_timeout(), |vs, d| {
+            let args = args_of(d);
+            let seqs = args
+                .iter()
+                .position(|a| a == "--max-num-seqs")
+                .and_then(|i| args.get(i + 1))
+                .cloned()
+                .unwrap_or_default();
+            let want = if changed.contains(&vs.name_any()) {
+                "16"
+            } else {
+                "8"
+            };
+            is_available(vs) && seqs == want
+        })
+        .await;
+
+    let mut report = Report::new("1. operator crash", n);
+    report.injected = format!(
+        "controller aborted after {writes} writes ({deployments}/{n} Deployments, {not_yet} not yet Available); {} specs changed while down; restarted",
+        changed.len()
+    );
+    match converged {
+        Ok(t) => {
+            report.converged = true;
+            report.time = Some(t);
+        }
+        Err(left) => report.details.push(format!("not converged: {left:?}")),
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    report.add_audit(&audit(&fx.client, &fx.ns, &all).await);
+    let regressions = generations.regressions();
+    report.regressed = regressions.len();
+    report.details.extend(regressions);
+    assert!(operator.is_running());
+    operator.stop().await;
+    report.finish();
+}
+
+// ---------------------------------------------------------------------------
+// 2. API server restart
+// ---------------------------------------------------------------------------
+
+/// Runs `hack/cluster/cluster.sh ARGS` against the private cluster whose state
+/// is in `dir` (blocking).
+fn private_cluster_sh(dir: &std::path::Path, args: &[&str]) {
+    let out = std::process::Command::new(testkit::repo_root().join("hack/cluster/cluster.sh"))
+        .args(args)
+        .env("VLLM_CLUSTER_DIR", dir)
+        .output()
+        .expect("run cluster.sh");
+    assert!(
+        out.status.success(),
+        "cluster.sh {} failed: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+async fn private_namespace(client: &Client, name: &str) {
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    wait_until(common::WAIT, "the default ServiceAccount", || async {
+        Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(client.clone(), name)
+            .get_opt("default")
+            .await
+            .ok()
+            .flatten()
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn api_server_restart_during_convergence_recovers_without_operator_restart() {
+    let _one_at_a_time = PRIVATE_CLUSTER.lock().await;
+    let n = scale(10, 60);
+    let down = if full() { 20 } else { 12 };
+    let cluster = PrivateCluster::start("faults-apiserver");
+    cluster.install_crds();
+    let client = cluster.client().await;
+    let fx = Fx {
+        client: client.clone(),
+        ns: "flt-apiserver".into(),
+    };
+    private_namespace(&client, &fx.ns).await;
+    fx.bound_pvc("models").await;
+    let operator =
+        Operator::start_with_config(testkit::config_for(cluster.kubeconfig()).await, &fx.ns).await;
+    let all = names("svc", n);
+    for name in &all {
+        fx.create(small_service(name, "models")).await;
+    }
+    wait_until(converge_timeout(), "the first Deployments", || async {
+        (!metas::<Deployment>(&client, &fx.ns).await.is_empty()).then_some(())
+    })
+    .await;
+    let before = fx
+        .not_converged(&all, &|vs, _| is_available(vs))
+        .await
+        .len();
+
+    // Stop kube-apiserver, keep it down, start it again (same port, same etcd).
+    let restart_started = Instant::now();
+    {
+        let dir = cluster
+            .kubeconfig()
+            .parent()
+            .expect("the kubeconfig lives in the cluster's directory")
+            .to_path_buf();
+        let seconds = down.to_string();
+        tokio::task::spawn_blocking(move || {
+            private_cluster_sh(&dir, &["restart-apiserver", &seconds])
+        })
+        .await
+        .unwrap();
+    }
+    let outage = restart_started.elapsed();
+    elapsed_line("kube-apiserver outage (stop, down, start, ready)", outage);
+    let back = Instant::now();
+
+    // Changes after the restart reach the operator only through resumed watches
+    // (the periodic resync is 5 minutes).
+    for name in &all {
+        fx.patch_spec(name, json!({"replicas": 2})).await;
+    }
+    let converged = fx
+        .converge(&all, converge_timeout(), |vs, d| {
+            is_available(vs)
+                && d.spec.as_ref().and_then(|s| s.replicas) == Some(2)
+                && vs.status.as_ref().and_then(|s| s.ready.as_deref()) == Some("2/2")
+        })
+        .await;
+    let mut report = Report::new("2. API server restart", n);
+    report.injected = format!(
+        "kube-apiserver stopped {down} s ({:.0} s until ready again) with {before}/{n} not yet Available; then every spec changed (replicas 2); operator not restarted",
+        outage.as_secs_f64()
+    );
+    match converged {
+        Ok(_) => {
+            report.converged = true;
+            report.time = Some(back.elapsed());
+        }
+        Err(left) => report.details.push(format!("not converged: {left:?}")),
+    }
+    report.add_audit(&audit(&client, &fx.ns, &all).await);
+    if !operator.is_running() {
+        report.converged = false;
+        report.details.push("the controller task ended".into());
+    }
+    operator.stop().await;
+    report.finish();
+}
+
+// ---------------------------------------------------------------------------
+// 3. Drift
+// ---------------------------------------------------------------------------
+
+/// A Gateway with an HTTP listener named `http`, so that a gatewayRef resolves.
+async fn gateway(fx: &Fx) {
+    let gw: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "llm-gateway"},
+        "spec": {"gatewayClassName": "example", "listeners": [
+            {"name": "http", "port": 80, "protocol": "HTTP"}]}
+    }))
+    .unwrap();
+    let api = Api::<DynamicObject>::namespaced_with(
+        fx.client.clone(),
+        &fx.ns,
+        &ApiResource::erase::<gateway_api::apis::standard::gateways::Gateway>(&()),
+    );
+    wait_until(common::WAIT, "the Gateway API to be served", || async {
+        api.create(&PostParams::default(), &gw).await.ok()
+    })
+    .await;
+}
+
+/// A VLLMService with every child kind: Deployment, Service, HTTPRoute,
+/// ServiceMonitor and PrometheusRule.
+fn every_child_service(name: &str) -> Value {
+    let mut body = small_service(name, "models");
+    body["spec"]["gatewayRef"] =
+        json!({"name": "llm-gateway", "sectionName": "http", "host": "llm.example.local"});
+    body["spec"]["monitoring"] = json!({"enabled": true, "alerts": {"enabled": true}});
+    body
+}
+
+/// One hand edit of an owned field, and how to tell that it was reverted.
+struct Edit {
+    what: &'static str,
+    api: Api<DynamicObject>,
+    patch: Value,
+    /// Strategic merge patch (built-in kinds) or JSON merge patch.
+    strategic: bool,
+    reverted: fn(&Value) -> bool,
+}
+
+fn ptr<'a>(v: &'a Value, p: &str) -> &'a Value {
+    v.pointer(p).unwrap_or(&Value::Null)
+}
+
+#[tokio::test]
+async fn hand_edits_of_owned_fields_are_reverted_and_foreign_fields_kept() {
+    testkit::install_gateway_api_crds();
+    testkit::install_prometheus_crds();
+    let (fx, _ns) = shared_fx("flt-drift").await;
+    fx.bound_pvc("models").await;
+    gateway(&fx).await;
+    let operator = Operator::start(&fx.ns).await;
+    fx.create(every_child_service("drift")).await;
+    let all = vec!["drift".to_string()];
+    // No Gateway controller runs, so the route is never accepted: wait for the Deployment.
+    fx.converge(&all, common::WAIT, |vs, _| {
+        condition(vs, "DeploymentReady").is_some_and(|c| c.0 == "True")
+            && vs.status.as_ref().and_then(|s| s.observed_generation) == vs.metadata.generation
+    })
+    .await
+    .unwrap_or_else(|left| panic!("not ready: {left:?}"));
+    let route = fx.dynamic::<HttpRoute>();
+    let monitor = fx.dynamic::<ServiceMonitor>();
+    let rule = fx.dynamic::<PrometheusRule>();
+    for (api, kind) in [
+        (&route, "HTTPRoute"),
+        (&monitor, "ServiceMonitor"),
+        (&rule, "PrometheusRule"),
+    ] {
+        wait_until(common::WAIT, kind, || async {
+            api.get_opt("drift").await.ok().flatten()
+        })
+        .await;
+    }
+    let deployments = fx.dynamic::<Deployment>();
+    let services = fx.dynamic::<Service>();
+
+    // Another tool adds a label and an annotation to every child, with its own field manager.
+    let kinds: [(&Api<DynamicObject>, &str, &str); 5] = [
+        (&deployments, "apps/v1", "Deployment"),
+        (&services, "v1", "Service"),
+        (&route, "gateway.networking.k8s.io/v1", "HTTPRoute"),
+        (&monitor, "monitoring.coreos.com/v1", "ServiceMonitor"),
+        (&rule, "monitoring.coreos.com/v1", "PrometheusRule"),
+    ];
+    for (api, api_version, kind) in kinds {
+        api.patch(
+            "drift",
+            &PatchParams::apply("other-tool"),
+            &Patch::Apply(json!({
+                "apiVersion": api_version, "kind": kind,
+                "metadata": {"name": "drift",
+                             "labels": {"team.example.com/owner": "ml"},
+                             "annotations": {"other-tool.example.com/note": "keep me"}}
+            })),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("labelling the {kind}: {e}"));
+    }
+
+    let edits = vec![
+        Edit {
+            what: "Deployment spec.replicas",
+            api: deployments.clone(),
+            patch: json!({"spec": {"replicas": 5}}),
+            strategic: true,
+            reverted: |d| ptr(d, "/spec/replicas") == &json!(1),
+        },
+        Edit {
+            what: "Deployment container image",
+            api: deployments.clone(),
+            patch: json!({"spec": {"template": {"spec": {"containers": [
+                {"name": "vllm", "image": "evil/image:1"}]}}}}),
+            strategic: true,
+            reverted: |d| {
+                ptr(d, "/spec/template/spec/containers/0/image") == "vllm/vllm-openai:v0.11.0"
+            },
+        },
+        Edit {
+            what: "Deployment container args",
+            api: deployments.clone(),
+            patch: json!({"spec": {"template": {"spec": {"containers": [
+                {"name": "vllm", "args": ["--model", "/evil"]}]}}}}),
+            strategic: true,
+            reverted: |d| {
+                ptr(d, "/spec/template/spec/containers/0/args/1")
+                    == "/data/models/Qwen2.5-1.5B-Instruct"
+            },
+        },
+        Edit {
+            what: "Deployment container resources",
+            api: deployments.clone(),
+            patch: json!({"spec": {"template": {"spec": {"containers": [
+                {"name": "vllm", "resources": {"requests": {"cpu": "3"}}}]}}}}),
+            strategic: true,
+            reverted: |d| {
+                ptr(d, "/spec/template/spec/containers/0/resources/requests/cpu") == "10m"
+            },
+        },
+        Edit {
+            what: "Deployment readiness probe path",
+            api: deployments.clone(),
+            patch: json!({"spec": {"template": {"spec": {"containers": [
+                {"name": "vllm", "readinessProbe": {"httpGet": {"path": "/evil"}}}]}}}}),
+            strategic: true,
+            reverted: |d| {
+                ptr(
+                    d,
+                    "/spec/template/spec/containers/0/readinessProbe/httpGet/path",
+                ) == "/health"
+            },
+        },
+        Edit {
+            what: "Deployment enableServiceLinks",
+            api: deployments.clone(),
+            patch: json!({"spec": {"template": {"spec": {"enableServiceLinks": true}}}}),
+            strategic: true,
+            reverted: |d| ptr(d, "/spec/template/spec/enableServiceLinks") == &json!(false),
+        },
+        Edit {
+            what: "Deployment managed-by label",
+            api: deployments.clone(),
+            patch: json!({"metadata": {"labels": {"app.kubernetes.io/managed-by": "someone"}}}),
+            strategic: true,
+            reverted: |d| {
+                ptr(d, "/metadata/labels/app.kubernetes.io~1managed-by") == "vllmservice-operator"
+            },
+        },
+        Edit {
+            what: "Service port",
+            api: services.clone(),
+            patch: json!({"spec": {"ports": [
+                {"name": "http", "port": 9999, "targetPort": "http", "protocol": "TCP"}]}}),
+            strategic: false,
+            reverted: |s| ptr(s, "/spec/ports/0/port") == &json!(8000),
+        },
+        Edit {
+            what: "Service selector",
+            api: services.clone(),
+            patch: json!({"spec": {"selector": {"app.kubernetes.io/instance": "evil"}}}),
+            strategic: false,
+            reverted: |s| ptr(s, "/spec/selector/app.kubernetes.io~1instance") == "drift",
+        },
+        Edit {
+            what: "Service type (NodePort)",
+            api: services.clone(),
+            patch: json!({"spec": {"type": "NodePort"}}),
+            strategic: false,
+            reverted: |s| ptr(s, "/spec/type") == "ClusterIP",
+        },
+        Edit {
+            what: "HTTPRoute hostnames",
+            api: route.clone(),
+            patch: json!({"spec": {"hostnames": ["evil.example.com"]}}),
+            strategic: false,
+            reverted: |r| ptr(r, "/spec/hostnames") == &json!(["llm.example.local"]),
+        },
+        Edit {
+            what: "ServiceMonitor endpoints",
+            api: monitor.clone(),
+            patch: json!({"spec": {"endpoints": [{"port": "http", "path": "/evil"}]}}),
+            strategic: false,
+            reverted: |m| ptr(m, "/spec/endpoints/0/path") == "/metrics",
+        },
+        Edit {
+            what: "PrometheusRule groups",
+            api: rule.clone(),
+            patch: json!({"spec": {"groups": [{"name": "evil", "rules": []}]}}),
+            strategic: false,
+            reverted: |r| ptr(r, "/spec/groups/0/name") != "evil",
+        },
+    ];
+
+    let mut report = Report::new("3. drift", 5);
+    let mut slowest = Duration::ZERO;
+    let mut failed = Vec::new();
+    for edit in &edits {
+        let patch = if edit.strategic {
+            Patch::Strategic(edit.patch.clone())
+        } else {
+            Patch::Merge(edit.patch.clone())
+        };
+        let pp = PatchParams {
+            field_manager: Some("kubectl-edit".into()),
+            ..PatchParams::default()
+        };
+        edit.api
+            .patch("drift", &pp, &patch)
+            .await
+            .unwrap_or_else(|e| panic!("editing {}: {e}", edit.what));
+        let t = Instant::now();
+        let mut reverted = false;
+        while t.elapsed() < common::WAIT {
+            if let Ok(obj) = edit.api.get("drift").await
+                && (edit.reverted)(&serde_json::to_value(&obj).unwrap())
+            {
+                reverted = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let took = t.elapsed();
+        eprintln!(
+            "faults: drift {}: {} in {:.1} s",
+            edit.what,
+            if reverted { "reverted" } else { "NOT reverted" },
+            took.as_secs_f64()
+        );
+        if reverted {
+            slowest = slowest.max(took);
+        } else {
+            let live = edit
+                .api
+                .get("drift")
+                .await
+                .map(|o| serde_json::to_value(o).unwrap());
+            failed.push(format!("{} not reverted; live: {live:?}", edit.what));
+        }
+    }
+    // The other tool's label and annotation are still on every child.
+    for (api, _, kind) in kinds {
+        let obj = api.get("drift").await.unwrap();
+        if obj
+            .labels()
+            .get("team.example.com/owner")
+            .map(String::as_str)
+            != Some("ml")
+            || obj
+                .annotations()
+                .get("other-tool.example.com/note")
+                .map(String::as_str)
+                != Some("keep me")
+        {
+            report.overwritten += 1;
+            report.details.push(format!(
+                "{kind}: the other tool's label or annotation is gone: {:?} {:?}",
+                obj.labels(),
+                obj.annotations()
+            ));
+        }
+    }
+    report.injected = format!(
+        "{} hand edits of owned fields (Deployment, Service, HTTPRoute, ServiceMonitor, PrometheusRule) + a foreign label and annotation on each",
+        edits.len()
+    );
+    report.converged = failed.is_empty();
+    report.time = Some(slowest);
+    report.details.extend(failed);
+    report.add_audit(&audit(&fx.client, &fx.ns, &all).await);
+    operator.stop().await;
+    report.finish();
+}
+
+// ---------------------------------------------------------------------------
+// 4. Foreign objects
+// ---------------------------------------------------------------------------
+
+/// What must not change on a foreign object.
+#[derive(Debug, PartialEq)]
+struct Fingerprint {
+    generation: Option<i64>,
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
+    owners: usize,
+    spec: Value,
+}
+
+fn fingerprint(obj: &DynamicObject) -> Fingerprint {
+    Fingerprint {
+        generation: obj.metadata.generation,
+        labels: obj.labels().clone(),
+        annotations: obj
+            .annotations()
+            .iter()
+            .filter(|(k, _)| !k.starts_with("deployment.kubernetes.io/"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        owners: obj.owner_references().len(),
+        spec: obj.data.get("spec").cloned().unwrap_or(Value::Null),
+    }
+}
+
+fn written_by_operator(obj: &DynamicObject) -> bool {
+    obj.managed_fields()
+        .iter()
+        .any(|m| m.manager.as_deref() == Some("vllmservice-operator"))
+}
+
+#[tokio::test]
+async fn foreign_objects_of_every_child_kind_are_never_modified_or_deleted() {
+    testkit::install_gateway_api_crds();
+    testkit::install_prometheus_crds();
+    let (fx, _ns) = shared_fx("flt-foreign").await;
+    fx.bound_pvc("models").await;
+    gateway(&fx).await;
+    let foreign_labels = json!({"app": "other", "team.example.com/owner": "someone-else"});
+    let objects: Vec<(&str, Api<DynamicObject>, Value)> = vec![
+        (
+            "Deployment",
+            fx.dynamic::<Deployment>(),
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                   "metadata": {"name": "taken", "labels": foreign_labels},
+                   "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "other"}},
+                            "template": {"metadata": {"labels": {"app": "other"}},
+                                         "spec": {"containers": [{"name": "c", "image": "other:1"}]}}}}),
+        ),
+        (
+            "Service",
+            fx.dynamic::<Service>(),
+            json!({"apiVersion": "v1", "kind": "Service",
+                   "metadata": {"name": "taken", "labels": foreign_labels},
+                   "spec": {"selector": {"app": "other"}, "ports": [{"name": "web", "port": 81}]}}),
+        ),
+        (
+            "HTTPRoute",
+            fx.dynamic::<HttpRoute>(),
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+                   "metadata": {"name": "taken", "labels": foreign_labels},
+                   "spec": {"hostnames": ["other.example.com"],
+                            "rules": [{"backendRefs": [{"name": "elsewhere", "port": 80}]}]}}),
+        ),
+        (
+            "ServiceMonitor",
+            fx.dynamic::<ServiceMonitor>(),
+            json!({"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
+                   "metadata": {"name": "taken", "labels": foreign_labels},
+                   "spec": {"selector": {"matchLabels": {"app": "other"}},
+                            "endpoints": [{"port": "web"}]}}),
+        ),
+        (
+            "PrometheusRule",
+            fx.dynamic::<PrometheusRule>(),
+            json!({"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
+                   "metadata": {"name": "taken", "labels": foreign_labels},
+                   "spec": {"groups": [{"name": "other", "rules": [
+                       {"alert": "Other", "expr": "vector(1)"}]}]}}),
+        ),
+    ];
+    let mut before = Vec::new();
+    for (kind, api, body) in &objects {
+        let obj: DynamicObject = serde_json::from_value(body.clone()).unwrap();
+        wait_until(common::WAIT, kind, || async {
+            api.create(&PostParams::default(), &obj).await.ok()
+        })
+        .await;
+    }
+    // Let the Deployment controller annotate its Deployment, then take the fingerprints.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for (_, api, _) in &objects {
+        before.push(fingerprint(&api.get("taken").await.unwrap()));
+    }
+    let operator = Operator::start(&fx.ns).await;
+    let started = Instant::now();
+    fx.create(every_child_service("taken")).await;
+    let vs = fx
+        .wait_for("taken", "Degraded=True/ResourceConflict", |vs| {
+            condition(vs, "Degraded").is_some_and(|c| c.0 == "True" && c.1 == "ResourceConflict")
+                && vs.status.as_ref().and_then(|s| s.observed_generation) == vs.metadata.generation
+        })
+        .await;
+    let reported = started.elapsed();
+    let message = condition(&vs, "Degraded").unwrap().2;
+    // A change makes the operator look at every child again.
+    fx.patch_spec("taken", json!({"replicas": 2})).await;
+    fx.wait_for("taken", "the change to be observed", |vs| {
+        vs.status.as_ref().and_then(|s| s.observed_generation) == Some(2)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut report = Report::new("4. foreign objects", objects.len());
+    let check = |phase: &str, report: &mut Report, live: Vec<Option<DynamicObject>>| {
+        for (((kind, _, _), before), live) in objects.iter().zip(&before).zip(live) {
+            match live {
+                None => {
+                    report.overwritten += 1;
+                    report.details.push(format!("{kind} deleted {phase}"));
+                }
+                Some(obj) => {
+                    let after = fingerprint(&obj);
+                    if &after != before || written_by_operator(&obj) {
+                        report.overwritten += 1;
+                        report.details.push(format!(
+                            "{kind} modified {phase}: before {before:?}, after {after:?}, managers {:?}",
+                            obj.managed_fields()
+                                .iter()
+                                .map(|m| m.manager.clone())
+                                .collect::<Vec<_>>()
+                        ));
+                    }
+                }
+            }
+        }
+    };
+    let mut live = Vec::new();
+    for (_, api, _) in &objects {
+        live.push(api.get_opt("taken").await.unwrap());
+    }
+    check("while the VLLMService exists", &mut report, live);
+    for kind in [
+        "Deployment",
+        "Service",
+        "HTTPRoute",
+        "ServiceMonitor",
+        "PrometheusRule",
+    ] {
+        if !message.contains(kind) {
+            report
+                .details
+                .push(format!("Degraded does not name the {kind}: {message}"));
+            report.converged = false;
+        }
+    }
+
+    fx.api::<VLLMService>()
+        .delete("taken", &DeleteParams::foreground())
+        .await
+        .unwrap();
+    wait_until(common::WAIT, "the VLLMService to be gone", || async {
+        fx.api::<VLLMService>()
+            .get_opt("taken")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut live = Vec::new();
+    for (_, api, _) in &objects {
+        live.push(api.get_opt("taken").await.unwrap());
+    }
+    check("after the VLLMService was deleted", &mut report, live);
+    report.injected = "a same-named object without our owner for each of the 5 child kinds; the VLLMService created, changed, deleted".into();
+    report.converged = report.details.iter().all(|d| !d.starts_with("Degraded"));
+    report.time = Some(reported);
+    report.add_audit(&audit(&fx.client, &fx.ns, &[]).await);
+    operator.stop().await;
+    report.finish();
+}
+
+// ---------------------------------------------------------------------------
+// 5. Deletion races
+// ---------------------------------------------------------------------------
+
+#[tokio::test]
+async fn deletion_races_leave_nothing_behind_and_do_not_loop() {
+    let k = scale(5, 30);
+    let (fx, ns) = shared_fx("flt-delete").await;
+    fx.bound_pvc("models").await;
+    let operator = Operator::start(&fx.ns).await;
+    let started = Instant::now();
+
+    // a) Deleted while its first reconcile is in flight (right after create, or
+    //    right after its Deployment appeared).
+    let raced = names("race", k);
+    for (i, name) in raced.iter().enumerate() {
+        fx.create(small_service(name, "models")).await;
+        if i % 2 == 1 {
+            let _ = wait_until(common::WAIT, "the Deployment", || async {
+                fx.api::<Deployment>().get_opt(name).await.ok().flatten()
+            })
+            .await;
+        }
+        fx.api::<VLLMService>()
+            .delete(name, &DeleteParams::background())
+            .await
+            .unwrap();
+    }
+    // b) Deleted and recreated at once with the same name (a new UID).
+    let recreated = names("again", k);
+    for name in &recreated {
+        fx.create(small_service(name, "models")).await;
+    }
+    fx.converge(&recreated, converge_timeout(), |vs, _| is_available(vs))
+        .await
+        .unwrap_or_else(|left| panic!("not Available before the recreate: {left:?}"));
+    let mut new_uids = HashMap::new();
+    for name in &recreated {
+        fx.api::<VLLMService>()
+            .delete(name, &DeleteParams::background())
+            .await
+            .unwrap();
+        let mut body = small_service(name, "models");
+        body["spec"]["engineArgs"] = json!({"maxNumSeqs": 4});
+        let vs = wait_until(common::WAIT, "the recreate to be accepted", || async {
+            let vs: VLLMService = serde_json::from_value(body.clone()).unwrap();
+            fx.api::<VLLMService>()
+                .create(&PostParams::default(), &vs)
+                .await
+                .ok()
+        })
+        .await;
+        new_uids.insert(name.clone(), vs.uid().unwrap());
+    }
+    let converged = fx
+        .converge(&recreated, converge_timeout(), |vs, d| {
+            is_available(vs) && args_of(d).windows(2).any(|w| w == ["--max-num-seqs", "4"])
+        })
+        .await;
+    let deadline = Instant::now() + converge_timeout();
+    let left_over = loop {
+        let deps = metas::<Deployment>(&fx.client, &fx.ns).await;
+        let svcs = metas::<Service>(&fx.client, &fx.ns).await;
+        let left: Vec<String> = deps
+            .iter()
+            .map(|m| format!("Deployment {}", m.name_any()))
+            .chain(svcs.iter().map(|m| format!("Service {}", m.name_any())))
+            .filter(|n| raced.iter().any(|r| n.ends_with(&format!(" {r}"))))
+            .collect();
+        if left.is_empty() || Instant::now() >= deadline {
+            break left;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let mut report = Report::new("5. deletion races", 2 * k + scale(3, 10));
+    match converged {
+        Ok(_) => {
+            report.converged = true;
+        }
+        Err(left) => report.details.push(format!("not converged: {left:?}")),
+    }
+    // Children of a deleted VLLMService that outlive it are orphans.
+    report.orphaned += left_over.len();
+    report
+        .details
+        .extend(left_over.iter().map(|l| format!("left over: {l}")));
+    let a = audit(&fx.client, &fx.ns, &recreated).await;
+    report.add_audit(&a);
+    // Every child of a recreated one is controlled by the new UID only.
+    for name in &recreated {
+        for (kind, meta) in [
+            (
+                "Deployment",
+                fx.api::<Deployment>()
+                    .get_metadata(name)
+                    .await
+                    .unwrap()
+                    .metadata,
+            ),
+            (
+                "Service",
+                fx.api::<Service>()
+                    .get_metadata(name)
+                    .await
+                    .unwrap()
+                    .metadata,
+            ),
+        ] {
+            let owners: Vec<_> = meta
+                .owner_references
+                .iter()
+                .flatten()
+                .map(|r| r.uid.clone())
+                .collect();
+            if owners != [new_uids[name].clone()] {
+                report.orphaned += 1;
+                report.details.push(format!(
+                    "{kind} {name} owned by {owners:?}, not only by the new UID {}",
+                    new_uids[name]
+                ));
+            }
+        }
+    }
+    let errors_before_ns = errors(&operator.metrics);
+
+    // c) The namespace is deleted under the operator.
+    let m = scale(3, 10);
+    let doomed = names("doomed", m);
+    for name in &doomed {
+        fx.create(small_service(name, "models")).await;
+    }
+    fx.converge(&doomed, converge_timeout(), |vs, _| is_available(vs))
+        .await
+        .unwrap_or_else(|left| panic!("not Available before the namespace deletion: {left:?}"));
+    report.time = Some(started.elapsed());
+    let errors_at_delete = errors(&operator.metrics);
+    let reconciles_at_delete = operator.metrics.reconciles.get();
+    let t = Instant::now();
+    ns.delete_and_wait(&fx.client).await;
+    let ns_gone = t.elapsed();
+    tokio::time::sleep(Duration::from_secs(10).saturating_sub(ns_gone)).await;
+    let window = t.elapsed();
+    let ns_errors = errors(&operator.metrics) - errors_at_delete;
+    let ns_reconciles = operator.metrics.reconciles.get() - reconciles_at_delete;
+    eprintln!(
+        "faults: namespace deleted in {:.1} s; {ns_errors} reconcile errors and {ns_reconciles} reconciles in the {:.0} s after; {errors_before_ns} errors before",
+        ns_gone.as_secs_f64(),
+        window.as_secs_f64()
+    );
+    if ns_errors >= 20 {
+        report.converged = false;
+        report.details.push(format!(
+            "{ns_errors} reconcile errors in {:.0} s after the namespace deletion: a hot loop",
+            window.as_secs_f64()
+        ));
+    }
+    report.injected = format!(
+        "{k} deleted during their first reconcile; {k} deleted and recreated at once (new UID); namespace with {m} deleted ({ns_errors} errors in {:.0} s after)",
+        window.as_secs_f64()
+    );
+    assert!(operator.is_running());
+    operator.stop().await;
+    report.finish();
+}
+
+// ---------------------------------------------------------------------------
+// 6. Bad input
+// ---------------------------------------------------------------------------
+
+mod bad_input {
+    use super::*;
+    use proptest::{
+        prelude::*,
+        test_runner::{Config, TestCaseError, TestRunner},
+    };
+
+    fn text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            4 => "[a-z0-9./:_-]{1,40}",
+            2 => ".{0,24}",          // any unicode, control characters included
+            2 => "\\PC{0,40}",       // printable unicode
+            1 => Just(String::new()),
+            1 => (0usize..20_000).prop_map(|n| "x".repeat(n)),
+            1 => (0usize..300).prop_map(|n| "é字🦀".repeat(n)),
+        ]
+    }
+
+    fn key() -> impl Strategy<Value = String> {
+        prop_oneof![
+            4 => "[a-z0-9]([-a-z0-9._]{0,20}[a-z0-9])?",
+            2 => "[a-z]{1,10}\\.[a-z]{2,5}/[a-zA-Z0-9]{1,20}",
+            1 => ".{0,20}",
+            1 => "[a-z]{60,70}",
+            1 => "[a-z]{1,5}\\.example\\.com/[a-z]{60,66}",
+        ]
+    }
+
+    fn value() -> impl Strategy<Value = String> {
+        prop_oneof![
+            4 => "[a-zA-Z0-9]([-a-zA-Z0-9._]{0,20}[a-zA-Z0-9])?",
+            1 => Just(String::new()),
+            1 => ".{0,20}",
+            1 => "[a-z]{60,70}",
+        ]
+    }
+
+    fn map() -> impl Strategy<Value = BTreeMap<String, String>> {
+        prop_oneof![
+            4 => prop::collection::btree_map(key(), value(), 0..6),
+            1 => prop::collection::btree_map("[a-z]{1,12}", "[a-z0-9]{0,8}", 60..400),
+        ]
+    }
+
+    fn int() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            4 => (-10i64..70_000).prop_map(Value::from),
+            2 => any::<i32>().prop_map(Value::from),
+            1 => any::<i64>().prop_map(Value::from),
+            1 => Just(json!("eighty")),
+            1 => Just(json!(1.5)),
+        ]
+    }
+
+    fn quantity() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            4 => prop_oneof![Just("1"), Just("500m"), Just("16Gi"), Just("1e3"), Just("0"),
+                             Just("-1"), Just("99999999999999999999Ti"), Just("1.5"),
+                             Just("0.000001")]
+                .prop_map(Value::from),
+            1 => text().prop_map(Value::from),
+            1 => int(),
+        ]
+    }
+
+    fn resource_name() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("cpu".to_string()),
+            Just("memory".to_string()),
+            Just("nvidia.com/gpu".to_string()),
+            Just("ephemeral-storage".to_string()),
+            key(),
+        ]
+    }
+
+    fn resources() -> impl Strategy<Value = Value> {
+        (
+            prop::collection::btree_map(resource_name(), quantity(), 0..4),
+            prop::collection::btree_map(resource_name(), quantity(), 0..4),
+        )
+            .prop_map(|(requests, limits)| json!({"requests": requests, "limits": limits}))
+    }
+
+    fn env() -> impl Strategy<Value = Value> {
+        let var = prop_oneof![
+            3 => ("[A-Z_][A-Z0-9_]{0,20}", text()).prop_map(|(n, v)| json!({"name": n, "value": v})),
+            1 => (".{0,12}", text()).prop_map(|(n, v)| json!({"name": n, "value": v})),
+            1 => ("[A-Z_]{1,10}", key(), key()).prop_map(|(n, s, k)| json!({"name": n,
+                 "valueFrom": {"secretKeyRef": {"name": s, "key": k}}})),
+        ];
+        prop::collection::vec(var, 0..5).prop_map(Value::from)
+    }
+
+    fn probe() -> impl Strategy<Value = Value> {
+        (
+            prop::option::of(any::<bool>()),
+            text(),
+            int(),
+            int(),
+            int(),
+            int(),
+        )
+            .prop_map(|(enabled, path, delay, period, timeout, failures)| {
+                json!({"enabled": enabled, "path": path, "initialDelaySeconds": delay,
+                       "periodSeconds": period, "timeoutSeconds": timeout,
+                       "failureThreshold": failures})
+            })
+    }
+
+    fn name() -> impl Strategy<Value = String> {
+        prop_oneof![
+            6 => "[a-z]([-a-z0-9]{0,20}[a-z0-9])?",
+            1 => "[0-9][a-z0-9]{0,10}",
+            1 => "[a-z]{1,10}\\.[a-z]{1,10}",
+            1 => "[a-z]{60,70}",
+            1 => "[a-z]{240,253}",
+        ]
+    }
+
+    prop_compose! {
+        fn spec()(
+            strings in prop::collection::vec(text(), 10),
+            ints in prop::collection::vec(int(), 4),
+            maps in prop::collection::vec(map(), 4),
+            flags in prop::collection::vec(any::<bool>(), 8),
+            extra_args in prop_oneof![
+                4 => prop::collection::vec(text(), 0..6),
+                1 => prop::collection::vec(prop_oneof![Just("--port".to_string()),
+                        Just("--host=1.2.3.4".to_string()), Just("--model".to_string()),
+                        "--[a-z-]{1,20}"], 0..140),
+            ],
+            resources in resources(),
+            env in env(),
+            probes in (probe(), probe(), probe()),
+            shm in quantity(),
+            tp in int(),
+            gpu_util in prop_oneof![Just(json!("0.9")), text().prop_map(Value::from), int()],
+        ) -> Value {
+            let mut spec = json!({
+                "image": strings[0], "modelPath": strings[1], "modelName": strings[2],
+                "replicas": ints[0], "port": ints[1],
+                "storage": {"pvcName": strings[3], "mountPath": strings[4],
+                            "readOnly": flags[0]},
+                "labels": maps[0], "nodeSelector": maps[1], "podAnnotations": maps[2],
+                "hostIPC": flags[1],
+                "resources": resources, "env": env,
+                "engineArgs": {"maxModelLen": ints[2], "maxNumSeqs": ints[3],
+                               "gpuMemoryUtilization": gpu_util, "extraArgs": extra_args},
+                "startupProbe": probes.0, "livenessProbe": probes.1, "readinessProbe": probes.2,
+            });
+            if flags[2] {
+                spec["storage"]["subPath"] = json!(strings[5]);
+            }
+            if flags[3] {
+                spec["gatewayRef"] = json!({"name": strings[6], "sectionName": strings[7],
+                                            "host": strings[8]});
+            }
+            if flags[4] {
+                spec["monitoring"] = json!({"enabled": true, "path": strings[9],
+                                            "labels": maps[3]});
+            }
+            if flags[5] {
+                spec["shmSize"] = shm;
+            }
+            if flags[6] {
+                spec["engineArgs"]["tensorParallelSize"] = tp;
+            }
+            if flags[7] {
+                spec["schedulerName"] = json!(strings[5]);
+                spec["runtimeClassName"] = json!(strings[6]);
+                spec["serviceAccountName"] = json!(strings[7]);
+            }
+            spec
+        }
+    }
+
+    /// 4xx answers are the API server rejecting the input; anything else is a failure.
+    fn rejected(e: &kube::Error) -> bool {
+        matches!(e, kube::Error::Api(s) if (400..500).contains(&s.code))
+    }
+
+    async fn dry_run<K>(api: &Api<K>, obj: &K) -> Result<(), String>
+    where
+        K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        api.create(
+            &PostParams {
+                dry_run: true,
+                field_manager: None,
+            },
+            obj,
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+    }
+
+    /// One generated case; Ok(true) when the API server accepted the VLLMService.
+    async fn case(fx: &Fx, name: &str, spec: Value) -> Result<bool, TestCaseError> {
+        let body = json!({"apiVersion": "aiinfra.example.com/v1alpha1", "kind": "VLLMService",
+                          "metadata": {"name": name, "namespace": fx.ns}, "spec": spec});
+        // Whatever our types can read must never panic validation.
+        if let Ok(vs) = serde_json::from_value::<VLLMService>(body.clone()) {
+            let _ = vllmservice_api::validate(&vs);
+        }
+        let obj: DynamicObject = serde_json::from_value(body).unwrap();
+        let stored = match fx
+            .dynamic::<VLLMService>()
+            .create(
+                &PostParams {
+                    dry_run: true,
+                    field_manager: None,
+                },
+                &obj,
+            )
+            .await
+        {
+            Ok(stored) => stored,
+            Err(e) if rejected(&e) => return Ok(false),
+            Err(e) => return Err(TestCaseError::fail(format!("the API server failed: {e}"))),
+        };
+        let stored = serde_json::to_value(&stored).unwrap();
+        let mut vs: VLLMService = serde_json::from_value(stored.clone()).map_err(|e| {
+            TestCaseError::fail(format!(
+                "the API server accepted an object the operator cannot read: {e}"
+            ))
+        })?;
+        vllmservice_api::validate(&vs).map_err(|e| {
+            TestCaseError::fail(format!(
+                "the API server accepted a spec the operator calls invalid: {e}"
+            ))
+        })?;
+        if vs.metadata.uid.is_none() {
+            vs.metadata.uid = Some("00000000-0000-0000-0000-000000000001".into());
+        }
+        let mut refused = Vec::new();
+        if let Err(e) = dry_run(&fx.api::<Deployment>(), &build::deployment(&vs)).await {
+            refused.push(format!("Deployment: {e}"));
+        }
+        if let Err(e) = dry_run(&fx.api::<Service>(), &build::service(&vs)).await {
+            refused.push(format!("Service: {e}"));
+        }
+        if let Some(route) = build::httproute(&vs)
+            && let Err(e) = dry_run(&fx.api::<HttpRoute>(), &route).await
+        {
+            refused.push(format!("HTTPRoute: {e}"));
+        }
+        if let Some(sm) = build::servicemonitor(&vs)
+            && let Err(e) = dry_run(&fx.api::<ServiceMonitor>(), &sm).await
+        {
+            refused.push(format!("ServiceMonitor: {e}"));
+        }
+        if let Some(rule) = build::prometheusrule(&vs)
+            && let Err(e) = dry_run(&fx.api::<PrometheusRule>(), &rule).await
+        {
+            refused.push(format!("PrometheusRule: {e}"));
+        }
+        if !refused.is_empty() {
+            return Err(TestCaseError::fail(format!(
+                "the API server accepted the VLLMService but refused what the operator renders for it:\n{}",
+                refused.join("\n")
+            )));
+        }
+        Ok(true)
+    }
+
+    #[test]
+    fn generated_specs_never_panic_and_what_is_accepted_renders_accepted_objects() {
+        testkit::install_crds();
+        testkit::install_gateway_api_crds();
+        testkit::install_prometheus_crds();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let (fx, _ns) = rt.block_on(shared_fx("flt-input"));
+        let cases = scale(24, 400) as u32;
+        let mut runner = TestRunner::new(Config {
+            cases,
+            failure_persistence: None,
+            max_shrink_iters: 200,
+            ..Config::default()
+        });
+        let accepted = std::cell::Cell::new(0usize);
+        let started = Instant::now();
+        let result = runner.run(&(name(), spec()), |(name, spec)| {
+            let ok = rt.block_on(case(&fx, &name, spec))?;
+            if ok {
+                accepted.set(accepted.get() + 1);
+            }
+            Ok(())
+        });
+        let mut report = Report::new("6a. bad input (generated specs)", cases as usize);
+        report.injected = format!(
+            "{cases} generated specs (unicode, 20k-char strings, up to 400 labels, wrong types); {} accepted by the API server, their Deployment/Service/HTTPRoute/ServiceMonitor/PrometheusRule dry-run created",
+            accepted.get()
+        );
+        report.time = Some(started.elapsed());
+        match result {
+            Ok(()) => report.converged = true,
+            Err(e) => report.details.push(format!("{e}")),
+        }
+        report.finish();
+    }
+}
+
+/// The CRD with the spec's schema replaced by "anything goes", as an older or
+/// looser version of the CRD would have stored objects.
+fn loose_crd() -> Value {
+    let mut crd = serde_json::to_value(vllmservice_api::crd()).unwrap();
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = json!({
+        "type": "object",
+        "properties": {
+            "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+        }
+    });
+    crd
+}
+
+fn kubectl_apply_stdin(cluster: &PrivateCluster, body: &str) {
+    use std::process::Stdio;
+    let mut child = cluster
+        .kubectl()
+        .args([
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--field-manager=testkit",
+            "-f",
+            "-",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl apply failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn objects_stored_with_validation_bypassed_are_reported_and_others_still_served() {
+    let _one_at_a_time = PRIVATE_CLUSTER.lock().await;
+    let cluster = PrivateCluster::start("faults-loose-crd");
+    cluster.install_crds();
+    let client = cluster.client().await;
+    let fx = Fx {
+        client: client.clone(),
+        ns: "flt-loose".into(),
+    };
+    private_namespace(&client, &fx.ns).await;
+    fx.bound_pvc("models").await;
+    let operator =
+        Operator::start_with_config(testkit::config_for(cluster.kubeconfig()).await, &fx.ns).await;
+    fx.create(small_service("good", "models")).await;
+    fx.wait_for("good", "Available", is_available).await;
+
+    // Swap in the loose CRD and store what the real one would refuse.
+    kubectl_apply_stdin(&cluster, &loose_crd().to_string());
+    let bad: Vec<(&str, Value)> = vec![
+        ("bad-port", json!({"port": "eighty"})),
+        ("bad-replicas", json!({"replicas": -5})),
+        ("bad-storage", json!({"storage": "nope"})),
+        (
+            "bad-args",
+            json!({"engineArgs": {"extraArgs": ["--port", "1"]}}),
+        ),
+    ];
+    let raw = fx.dynamic::<VLLMService>();
+    for (name, patch) in &bad {
+        let mut body = small_service(name, "models");
+        for (k, v) in patch.as_object().unwrap() {
+            body["spec"][k] = v.clone();
+        }
+        body["metadata"]["namespace"] = json!(fx.ns);
+        let obj: DynamicObject = serde_json::from_value(body).unwrap();
+        // The new schema takes effect a moment after the CRD update.
+        wait_until(
+            common::WAIT,
+            "the loose schema to accept the object",
+            || async { raw.create(&PostParams::default(), &obj).await.ok() },
+        )
+        .await;
+    }
+    cluster.install_crds();
+    let reinstalled = Instant::now();
+    // The real schema is back: the same object is refused again.
+    let probe = {
+        let mut body = small_service("probe", "models");
+        body["spec"]["port"] = json!("eighty");
+        body["metadata"]["namespace"] = json!(fx.ns);
+        serde_json::from_value::<DynamicObject>(body).unwrap()
+    };
+    wait_until(
+        common::WAIT,
+        "the real schema to refuse port: eighty",
+        || async {
+            match raw.create(&PostParams::default(), &probe).await {
+                Err(e) if bad_input_rejected(&e) => Some(()),
+                Ok(_) => {
+                    let _ = raw.delete("probe", &DeleteParams::default()).await;
+                    None
+                }
+                Err(_) => None,
+            }
+        },
+    )
+    .await;
+
+    let mut report = Report::new("6b. bad input (validation bypassed)", bad.len() + 2);
+    let mut details = Vec::new();
+    for (name, _) in &bad {
+        let reported = wait_until(common::WAIT, "InvalidSpec in status", || async {
+            let obj = raw.get(name).await.ok()?;
+            let status = obj.data.get("status")?;
+            let degraded = status["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "Degraded")?;
+            (degraded["status"] == "True"
+                && degraded["reason"] == "InvalidSpec"
+                && status["phase"] == "Failed")
+                .then(|| degraded["message"].as_str().unwrap_or_default().to_string())
+        })
+        .await;
+        eprintln!("faults: {name}: Degraded=True/InvalidSpec: {reported}");
+        details.push(format!("{name}: {reported}"));
+    }
+    // Others are still served: a new one converges and a change is followed.
+    fx.create(small_service("good2", "models")).await;
+    fx.patch_spec("good", json!({"replicas": 2})).await;
+    let converged = fx
+        .converge(
+            &["good".to_string(), "good2".to_string()],
+            common::WAIT,
+            |vs, d| {
+                is_available(vs)
+                    && (vs.name_any() != "good"
+                        || d.spec.as_ref().and_then(|s| s.replicas) == Some(2))
+            },
+        )
+        .await;
+    // No crash loop and no hot loop: the controller runs and the invalid ones wait for a change.
+    let errors_before = errors(&operator.metrics);
+    let reconciles_before = operator.metrics.reconciles.get();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let errs = errors(&operator.metrics) - errors_before;
+    let reconciles = operator.metrics.reconciles.get() - reconciles_before;
+    eprintln!("faults: in 10 s after: {errs} reconcile errors, {reconciles} reconciles");
+    report.injected = format!(
+        "{} objects stored under a loose CRD (port \"eighty\", replicas -5, storage \"nope\", extraArgs --port), real CRD reinstalled; {errs} errors / {reconciles} reconciles in 10 s after",
+        bad.len()
+    );
+    match converged {
+        Ok(_) => {
+            report.converged = true;
+            report.time = Some(reinstalled.elapsed());
+        }
+        Err(left) => report
+            .details
+            .push(format!("good ones not converged: {left:?}")),
+    }
+    if !operator.is_running() {
+        report.converged = false;
+        report.details.push("the controller task ended".into());
+    }
+    if errs >= 20 || reconciles >= 40 {
+        report.converged = false;
+        report.details.push(format!(
+            "a hot loop: {errs} errors, {reconciles} reconciles in 10 s"
+        ));
+    }
+    report.add_audit(&audit_dynamic_children(&client, &fx.ns).await);
+    operator.stop().await;
+    report.finish();
+}
+
+fn bad_input_rejected(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 422)
+}
+
+/// The orphan/duplicate part of [`audit`], for namespaces whose VLLMServices
+/// our types cannot all read.
+async fn audit_dynamic_children(client: &Client, ns: &str) -> Audit {
+    let mut audit = Audit::default();
+    let raw = Api::<DynamicObject>::namespaced_with(
+        client.clone(),
+        ns,
+        &ApiResource::erase::<VLLMService>(&()),
+    );
+    let uids: BTreeSet<String> = raw
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter_map(|o| o.uid())
+        .collect();
+    let deployments: Vec<_> = metas::<Deployment>(client, ns)
+        .await
+        .into_iter()
+        .map(|m| m.metadata)
+        .collect();
+    let svcs: Vec<_> = metas::<Service>(client, ns)
+        .await
+        .into_iter()
+        .map(|m| m.metadata)
+        .collect();
+    audit_kind("Deployment", &deployments, &uids, &mut audit);
+    audit_kind("Service", &svcs, &uids, &mut audit);
+    audit
+}
+
+// ---------------------------------------------------------------------------
+// 7. Security posture
+// ---------------------------------------------------------------------------
+
+#[tokio::test]
+async fn baseline_pod_security_admits_default_pods_and_reports_host_ipc() {
+    let (fx, _ns) = shared_fx("flt-pss").await;
+    testkit::kubectl_ok(&[
+        "label",
+        "namespace",
+        &fx.ns,
+        "pod-security.kubernetes.io/enforce=baseline",
+    ]);
+    fx.bound_pvc("models").await;
+    let operator = Operator::start(&fx.ns).await;
+    let started = Instant::now();
+    fx.create(small_service("plain", "models")).await;
+    let mut ipc = small_service("ipc", "models");
+    ipc["spec"]["hostIPC"] = json!(true);
+    fx.create(ipc).await;
+    fx.wait_for("plain", "Available under baseline", is_available)
+        .await;
+    let available = started.elapsed();
+    let vs = fx
+        .wait_for("ipc", "Degraded=True/ReplicaFailure", |vs| {
+            condition(vs, "Degraded").is_some_and(|c| c.0 == "True" && c.1 == "ReplicaFailure")
+        })
+        .await;
+    let (_, _, message) = condition(&vs, "Degraded").unwrap();
+    eprintln!("faults: hostIPC under baseline: {message}");
+    let mut report = Report::new("7a. Pod Security baseline", 2);
+    report.injected =
+        "namespace enforcing baseline: a default VLLMService and one with hostIPC: true".into();
+    report.converged = message.contains("hostIPC") || message.contains("PodSecurity");
+    if !report.converged {
+        report.details.push(format!(
+            "the message names neither hostIPC nor PodSecurity: {message}"
+        ));
+    }
+    let phase = vs
+        .status
+        .as_ref()
+        .and_then(|s| s.phase)
+        .map(|p| p.to_string());
+    if phase.as_deref() != Some("Failed") {
+        report.converged = false;
+        report.details.push(format!("phase {phase:?}, not Failed"));
+    }
+    report.time = Some(available);
+    report.add_audit(&audit(&fx.client, &fx.ns, &["plain".into(), "ipc".into()]).await);
+    operator.stop().await;
+    report.finish();
+}
+
+#[tokio::test]
+async fn no_secret_value_appears_in_events_or_status() {
+    let (fx, _ns) = shared_fx("flt-secret").await;
+    fx.bound_pvc("models").await;
+    let secret_value = format!("hf_SECRETFROMSECRET{}", testkit::random_suffix());
+    let literal_value = format!("hf_LITERALTOKEN{}", testkit::random_suffix());
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "hf"}, "stringData": {"token": secret_value}
+    }))
+    .unwrap();
+    fx.api::<Secret>()
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let env = json!([
+        {"name": "HF_TOKEN", "value": literal_value},
+        {"name": "HUGGING_FACE_HUB_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}
+    ]);
+    let operator = Operator::start(&fx.ns).await;
+    let mut ok = small_service("ok", "models");
+    ok["spec"]["env"] = env.clone();
+    fx.create(ok).await;
+    // A failing one too: Degraded messages and Warning events carry diagnostics.
+    let mut crash = small_service("crash", "models");
+    crash["spec"]["env"] = env.clone();
+    crash["spec"]["podAnnotations"] = json!({
+        "sim.vllm.example.com/waiting-reason": "CrashLoopBackOff",
+        "sim.vllm.example.com/last-terminated-reason": "Error",
+        "sim.vllm.example.com/last-terminated-exit-code": "1"});
+    fx.create(crash).await;
+    // And one the scheduler refuses: its message reaches status and events.
+    let mut greedy = small_service("greedy", "models");
+    greedy["spec"]["env"] = env;
+    greedy["spec"]["resources"] = json!({"limits": {"nvidia.com/gpu": "99"}});
+    fx.create(greedy).await;
+    let started = Instant::now();
+    fx.wait_for("ok", "Available", is_available).await;
+    fx.wait_for("crash", "Degraded=True/CrashLoopBackOff", |vs| {
+        condition(vs, "Degraded").is_some_and(|c| c.1 == "CrashLoopBackOff")
+    })
+    .await;
+    fx.wait_for("greedy", "Degraded=True/Unschedulable", |vs| {
+        condition(vs, "Degraded").is_some_and(|c| c.1 == "Unschedulable")
+    })
+    .await;
+    let took = started.elapsed();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let mut report = Report::new("7b. secrets in events/status", 3);
+    let events = fx
+        .api::<Event>()
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let mut texts: Vec<(String, String)> = events
+        .items
+        .iter()
+        .map(|e| {
+            (
+                format!("Event {}", e.name_any()),
+                format!(
+                    "{} {} {}",
+                    e.note.clone().unwrap_or_default(),
+                    e.reason.clone().unwrap_or_default(),
+                    e.deprecated_source
+                        .as_ref()
+                        .and_then(|s| s.component.clone())
+                        .unwrap_or_default()
+                ),
+            )
+        })
+        .collect();
+    for vs in fx
+        .api::<VLLMService>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+    {
+        texts.push((
+            format!("VLLMService {} status", vs.name_any()),
+            serde_json::to_string(&vs.status).unwrap(),
+        ));
+    }
+    for (what, text) in &texts {
+        for (kind, value) in [
+            ("Secret value", &secret_value),
+            ("literal env value", &literal_value),
+        ] {
+            if text.contains(value.as_str()) {
+                report.leaked += 1;
+                report
+                    .details
+                    .push(format!("{kind} appears in {what}: {text}"));
+            }
+        }
+    }
+    report.injected = format!(
+        "env with a secretKeyRef and a literal HF_TOKEN, one crash-looping, one unschedulable; {} events and 3 statuses searched",
+        events.items.len()
+    );
+    report.converged = true;
+    report.time = Some(took);
+    report.add_audit(&audit(&fx.client, &fx.ns, &[]).await);
+    operator.stop().await;
+    report.finish();
+}
