@@ -37,7 +37,10 @@ impl Cluster {
             .status()
             .context("running hack/cluster/cluster.sh")?;
         if !status.success() {
-            bail!("hack/cluster/cluster.sh {} failed ({status})", args.join(" "));
+            bail!(
+                "hack/cluster/cluster.sh {} failed ({status})",
+                args.join(" ")
+            );
         }
         Ok(())
     }
@@ -79,11 +82,7 @@ impl Cluster {
             Ok(())
         };
         kubectl(&["apply", "--server-side", "--force-conflicts"])?;
-        kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=120s",
-        ])
+        kubectl(&["wait", "--for=condition=Established", "--timeout=120s"])
     }
 
     /// CPU seconds so far of each control-plane component (from its pids file).
@@ -126,12 +125,31 @@ pub fn crd_files(repo: &Path, routed: bool) -> anyhow::Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// The API server's `apiserver_request_total`, summed over codes, by "VERB resource[/sub]".
+/// The API server's `apiserver_request_total`, summed over codes, by "VERB resource[/sub]",
+/// and its `apiserver_request_duration_seconds` buckets by the same key.
 #[derive(Debug, Clone, Default)]
-pub struct ApiRequests(pub BTreeMap<String, f64>);
+pub struct ApiRequests(
+    pub BTreeMap<String, f64>,
+    pub BTreeMap<String, Vec<(f64, f64)>>,
+);
+
+fn request_key(s: &prom::Sample) -> String {
+    let mut resource = s.label("resource").to_string();
+    if !s.label("subresource").is_empty() {
+        resource = format!("{resource}/{}", s.label("subresource"));
+    }
+    format!("{} {resource}", s.label("verb"))
+}
 
 pub const READ_VERBS: [&str; 4] = ["GET", "LIST", "WATCH", "WATCHLIST"];
-pub const WRITE_VERBS: [&str; 6] = ["POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"];
+pub const WRITE_VERBS: [&str; 6] = [
+    "POST",
+    "PUT",
+    "PATCH",
+    "APPLY",
+    "DELETE",
+    "DELETECOLLECTION",
+];
 
 impl ApiRequests {
     pub async fn scrape(client: &Client) -> anyhow::Result<ApiRequests> {
@@ -144,15 +162,64 @@ impl ApiRequests {
 
     fn from_samples(samples: &[prom::Sample]) -> ApiRequests {
         let mut by = BTreeMap::new();
-        for s in samples.iter().filter(|s| s.name == "apiserver_request_total") {
-            let mut resource = s.label("resource").to_string();
-            if !s.label("subresource").is_empty() {
-                resource = format!("{resource}/{}", s.label("subresource"));
-            }
-            *by.entry(format!("{} {resource}", s.label("verb")))
+        for s in samples
+            .iter()
+            .filter(|s| s.name == "apiserver_request_total")
+        {
+            *by.entry(request_key(s)).or_insert(0.0) += s.value;
+        }
+        // Buckets summed over the other labels (group, version, scope, component).
+        let mut buckets: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
+        for s in samples
+            .iter()
+            .filter(|s| s.name == "apiserver_request_duration_seconds_bucket")
+        {
+            *buckets
+                .entry(request_key(s))
+                .or_default()
+                .entry(s.label("le").to_string())
                 .or_insert(0.0) += s.value;
         }
-        ApiRequests(by)
+        let buckets = buckets
+            .into_iter()
+            .map(|(k, b)| {
+                let mut v: Vec<(f64, f64)> = b
+                    .into_iter()
+                    .filter_map(|(le, n)| {
+                        let le = if le == "+Inf" {
+                            f64::INFINITY
+                        } else {
+                            le.parse().ok()?
+                        };
+                        Some((le, n))
+                    })
+                    .collect();
+                v.sort_by(|a, b| a.0.total_cmp(&b.0));
+                (k, v)
+            })
+            .collect();
+        ApiRequests(by, buckets)
+    }
+
+    /// Server-side latency (p50, p99, count) of one "VERB resource" since `before`.
+    pub fn latency_since(&self, before: &ApiRequests, key: &str) -> Option<(f64, f64, f64)> {
+        let now = self.1.get(key)?;
+        let then = before.1.get(key);
+        let delta: Vec<(f64, f64)> = now
+            .iter()
+            .map(|&(le, n)| {
+                let old = then
+                    .and_then(|t| t.iter().find(|(l, _)| *l == le))
+                    .map_or(0.0, |(_, n)| *n);
+                (le, n - old)
+            })
+            .collect();
+        let count = delta.last()?.1;
+        Some((
+            prom::quantile(&delta, 0.5)?,
+            prom::quantile(&delta, 0.99)?,
+            count,
+        ))
     }
 
     /// Requests since `before`, zeros dropped.
@@ -163,6 +230,7 @@ impl ApiRequests {
                 .map(|(k, v)| (k.clone(), v - before.0.get(k).copied().unwrap_or(0.0)))
                 .filter(|(_, v)| *v > 0.0)
                 .collect(),
+            BTreeMap::new(),
         )
     }
 
@@ -189,17 +257,30 @@ mod tests {
 apiserver_request_total{code="404",resource="deployments",subresource="",verb="GET"} 2
 apiserver_request_total{code="201",resource="vllmservices",subresource="status",verb="APPLY"} 3
 apiserver_request_total{code="200",resource="pods",subresource="",verb="LIST"} 1
+apiserver_request_duration_seconds_bucket{group="apps",resource="deployments",subresource="",verb="GET",le="0.01"} 6
+apiserver_request_duration_seconds_bucket{group="apps",resource="deployments",subresource="",verb="GET",le="0.1"} 7
+apiserver_request_duration_seconds_bucket{group="apps",resource="deployments",subresource="",verb="GET",le="+Inf"} 7
 "#;
         let r = ApiRequests::from_samples(&prom::parse(text));
         assert_eq!(r.get("GET deployments"), 7.0);
         assert_eq!(r.get("APPLY vllmservices/status"), 3.0);
         assert_eq!(r.total(&READ_VERBS), 8.0);
         assert_eq!(r.total(&WRITE_VERBS), 3.0);
+        let (p50, p99, n) = r
+            .latency_since(&ApiRequests::default(), "GET deployments")
+            .unwrap();
+        assert_eq!(n, 7.0);
+        assert!(p50 < 0.01 && p99 > 0.01);
         let later = ApiRequests(
             [("GET deployments".to_string(), 10.0)]
                 .into_iter()
-                .chain(r.0.clone().into_iter().filter(|(k, _)| k != "GET deployments"))
+                .chain(
+                    r.0.clone()
+                        .into_iter()
+                        .filter(|(k, _)| k != "GET deployments"),
+                )
                 .collect(),
+            BTreeMap::new(),
         );
         let d = later.since(&r);
         assert_eq!(d.0.len(), 1);

@@ -140,7 +140,9 @@ async fn main() -> anyhow::Result<()> {
             .to_string()
     });
     std::fs::create_dir_all(repo.join(&args.out_dir))?;
-    let json_path = repo.join(&args.out_dir).join(format!("results-{timestamp}.json"));
+    let json_path = repo
+        .join(&args.out_dir)
+        .join(format!("results-{timestamp}.json"));
     let plot = format!("{}/available-{timestamp}.png", args.out_dir.display());
 
     let cluster = Cluster {
@@ -299,8 +301,16 @@ fn versions(repo: &std::path::Path, operator_bin: &std::path::Path) -> BTreeMap<
     );
     v.insert("rustc".into(), run("rustc", &["--version"]));
     for (name, module, file) in [
-        ("kubernetes", "k8s.io/kubernetes", "hack/cluster/kube/go.mod"),
-        ("etcd", "go.etcd.io/etcd/server/v3", "hack/cluster/etcd/go.mod"),
+        (
+            "kubernetes",
+            "k8s.io/kubernetes",
+            "hack/cluster/kube/go.mod",
+        ),
+        (
+            "etcd",
+            "go.etcd.io/etcd/server/v3",
+            "hack/cluster/etcd/go.mod",
+        ),
         ("kwok", "sigs.k8s.io/kwok", "hack/cluster/kwok/go.mod"),
     ] {
         let gomod = std::fs::read_to_string(repo.join(file)).unwrap_or_default();
@@ -317,7 +327,10 @@ fn versions(repo: &std::path::Path, operator_bin: &std::path::Path) -> BTreeMap<
 }
 
 /// The CPU each process used between two readings.
-fn cpu_delta(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+fn cpu_delta(
+    before: &BTreeMap<String, f64>,
+    after: &BTreeMap<String, f64>,
+) -> BTreeMap<String, f64> {
     after
         .iter()
         .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0.0)))
@@ -371,7 +384,8 @@ async fn one_run(
     let avail = Arc::new(Mutex::new(Availability::default()));
     let watch = workload::watch_availability(client.clone(), avail.clone()).await?;
     let gateway_writes = Arc::new(AtomicU64::new(0));
-    let gateway = routed.then(|| workload::fake_gateway_controller(client.clone(), gateway_writes.clone()));
+    let gateway =
+        routed.then(|| workload::fake_gateway_controller(client.clone(), gateway_writes.clone()));
 
     let api_before = ApiRequests::scrape(&client).await?;
     let op_before = op.metrics().await?;
@@ -380,12 +394,17 @@ async fn one_run(
 
     // The clock starts at the first create.
     let t0 = Instant::now();
+    let t0_wall = k8s_openapi::jiff::Timestamp::now();
     let created = Arc::new(AtomicU64::new(0));
     let sampling = Arc::new(AtomicBool::new(true));
     let timeline = Arc::new(Mutex::new(Vec::<(f64, u64, usize)>::new()));
     let sampler = tokio::spawn({
-        let (avail, created, sampling, timeline) =
-            (avail.clone(), created.clone(), sampling.clone(), timeline.clone());
+        let (avail, created, sampling, timeline) = (
+            avail.clone(),
+            created.clone(),
+            sampling.clone(),
+            timeline.clone(),
+        );
         async move {
             let mut tick = tokio::time::interval(Duration::from_millis(100));
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -482,11 +501,22 @@ async fn one_run(
     f.insert("writes_per_service".into(), writes_total as f64 / m as f64);
     let reconciles = op_conv.reconciles - op_before.reconciles;
     f.insert("reconciles".into(), reconciles as f64);
-    f.insert("reconciles_per_service".into(), reconciles as f64 / m as f64);
+    f.insert(
+        "reconciles_per_service".into(),
+        reconciles as f64 / m as f64,
+    );
     f.insert(
         "reconcile_errors".into(),
         (op_conv.reconcile_errors - op_before.reconcile_errors) as f64,
     );
+    // Reconcile time summed over workers / wall time = reconciles in flight on
+    // average; at the --concurrency limit the worker pool is the bottleneck.
+    let busy = op_conv.duration_sum - op_before.duration_sum;
+    f.insert(
+        "reconcile_mean_ms".into(),
+        1000.0 * busy / reconciles.max(1) as f64,
+    );
+    f.insert("reconciles_in_flight".into(), busy / t_end);
     if let Some(p) = prom::quantile(&op_conv.duration_buckets, 0.5) {
         f.insert("reconcile_p50_ms".into(), p * 1000.0);
     }
@@ -496,8 +526,14 @@ async fn one_run(
     r.writes = writes;
 
     let api = api_after.since(&api_before);
-    f.insert("apiserver_reads_per_s".into(), api.total(&READ_VERBS) / t_end);
-    f.insert("apiserver_writes_per_s".into(), api.total(&WRITE_VERBS) / t_end);
+    f.insert(
+        "apiserver_reads_per_s".into(),
+        api.total(&READ_VERBS) / t_end,
+    );
+    f.insert(
+        "apiserver_writes_per_s".into(),
+        api.total(&WRITE_VERBS) / t_end,
+    );
     // During the run only the operator GETs single children and LISTs pods; the
     // controllers, the scheduler and kwok work from their informers' caches.
     let mut operator_reads = api.get("GET deployments")
@@ -510,7 +546,31 @@ async fn one_run(
             + api.get("GET servicemonitors")
             + api.get("GET prometheusrules");
     }
-    f.insert("operator_reads_per_service".into(), operator_reads / m as f64);
+    f.insert(
+        "operator_reads_per_service".into(),
+        operator_reads / m as f64,
+    );
+    for key in [
+        "GET deployments",
+        "GET services",
+        "GET persistentvolumeclaims",
+        "LIST pods",
+        "APPLY deployments",
+        "APPLY services",
+        "APPLY vllmservices/status",
+        "POST events",
+        "POST vllmservices",
+        "GET httproutes",
+        "APPLY httproutes",
+        "POST ipaddresses",
+    ] {
+        if let Some((p50, p99, n)) = api_after.latency_since(&api_before, key)
+            && n > 0.0
+        {
+            r.apiserver_latency_ms
+                .insert(key.to_string(), (p50 * 1000.0, p99 * 1000.0, n));
+        }
+    }
     r.apiserver_requests = api.0;
     if routed {
         f.insert(
@@ -539,15 +599,24 @@ async fn one_run(
             100.0 * cpu.get("operator").copied().unwrap_or(0.0) / busy_s,
         );
     }
-    f.insert("operator_cpu_s".into(), cpu.get("operator").copied().unwrap_or(f64::NAN));
+    f.insert(
+        "operator_cpu_s".into(),
+        cpu.get("operator").copied().unwrap_or(f64::NAN),
+    );
     r.cpu_seconds_by_process = cpu;
     f.insert("operator_rss_converged_mib".into(), op.rss_mib());
 
     // Steady state: nothing changes; the goal is no write at all.
     log(format!("steady window: {} s", args.steady_seconds));
     let cpu_steady0 = op.cpu_seconds();
+    avail.lock().expect("availability lock").record_changes = true;
     tokio::time::sleep(Duration::from_secs(args.steady_seconds)).await;
     let op_steady = op.metrics().await?;
+    {
+        let mut a = avail.lock().expect("availability lock");
+        a.record_changes = false;
+        r.steady_status_changes = std::mem::take(&mut a.changes);
+    }
     r.steady_writes = op_steady.writes_since(&op_conv);
     let f = &mut r.figures;
     f.insert(
@@ -558,7 +627,10 @@ async fn one_run(
         "steady_reconciles".into(),
         (op_steady.reconciles - op_conv.reconciles) as f64,
     );
-    f.insert("operator_cpu_steady_s".into(), op.cpu_seconds() - cpu_steady0);
+    f.insert(
+        "operator_cpu_steady_s".into(),
+        op.cpu_seconds() - cpu_steady0,
+    );
     f.insert("operator_peak_rss_mib".into(), op.peak_rss_mib());
     f.insert("operator_rss_steady_mib".into(), op.rss_mib());
 
@@ -612,6 +684,11 @@ async fn one_run(
     watch.abort();
     if let Some(g) = gateway {
         g.abort();
+    }
+    // Read last: the lists must not disturb the measured windows.
+    match workload::stage_times(&client, t0_wall).await {
+        Ok(stages) => r.stages = stages,
+        Err(e) => log(format!("reading the stage timestamps failed: {e}")),
     }
     cluster.down()?;
     Ok(r)

@@ -61,17 +61,17 @@ impl OperatorProc {
         };
         for _ in 0..200 {
             if let Some(status) = op.child.try_wait()? {
-                bail!(
-                    "the operator exited at start ({status}); see {:?}",
-                    op.log
-                );
+                bail!("the operator exited at start ({status}); see {:?}", op.log);
             }
             if http_get(port, "/readyz").await.is_ok() {
                 return Ok(op);
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        bail!("the operator's /readyz did not answer within 20 s; see {:?}", op.log)
+        bail!(
+            "the operator's /readyz did not answer within 20 s; see {:?}",
+            op.log
+        )
     }
 
     pub async fn metrics(&self) -> anyhow::Result<OperatorMetrics> {
@@ -119,6 +119,8 @@ pub struct OperatorMetrics {
     pub reconcile_errors: u64,
     /// Cumulative buckets of the reconcile duration histogram.
     pub duration_buckets: Vec<(f64, f64)>,
+    /// Sum of all reconcile durations, seconds.
+    pub duration_sum: f64,
 }
 
 impl OperatorMetrics {
@@ -135,10 +137,20 @@ impl OperatorMetrics {
         OperatorMetrics {
             writes,
             reconciles: prom::sum(samples, &format!("{PREFIX}_reconciles_total"), |_| true) as u64,
-            reconcile_errors: prom::sum(samples, &format!("{PREFIX}_reconcile_errors_total"), |_| {
-                true
-            }) as u64,
-            duration_buckets: prom::buckets(samples, &format!("{PREFIX}_reconcile_duration_seconds")),
+            reconcile_errors: prom::sum(
+                samples,
+                &format!("{PREFIX}_reconcile_errors_total"),
+                |_| true,
+            ) as u64,
+            duration_buckets: prom::buckets(
+                samples,
+                &format!("{PREFIX}_reconcile_duration_seconds"),
+            ),
+            duration_sum: prom::sum(
+                samples,
+                &format!("{PREFIX}_reconcile_duration_seconds_sum"),
+                |_| true,
+            ),
         }
     }
 
@@ -209,7 +221,10 @@ mod tests {
 
     #[test]
     fn chunked_bodies_are_joined() {
-        assert_eq!(dechunk("3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n").unwrap(), "abcde");
+        assert_eq!(
+            dechunk("3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n").unwrap(),
+            "abcde"
+        );
     }
 
     #[test]

@@ -84,7 +84,11 @@ impl Machine {
             cpu_model,
             mem_total_gib: (mem_kib as f64 / 1024.0 / 1024.0 * 10.0).round() / 10.0,
             kernel,
-            loadavg_at_start: loadavg.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+            loadavg_at_start: loadavg
+                .split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" "),
         }
     }
 }

@@ -169,8 +169,14 @@ odd{msg="a \"quoted\", thing"} 1.5e3
             12.0
         );
         assert_eq!(sum(&s, "x_reconciles_total", |_| true), 40.0);
-        let pods = s.iter().find(|s| s.name == "apiserver_request_total").unwrap();
-        assert_eq!((pods.label("verb"), pods.label("resource")), ("POST", "pods"));
+        let pods = s
+            .iter()
+            .find(|s| s.name == "apiserver_request_total")
+            .unwrap();
+        assert_eq!(
+            (pods.label("verb"), pods.label("resource")),
+            ("POST", "pods")
+        );
         assert_eq!(pods.label("group"), "");
         let odd = s.iter().find(|s| s.name == "odd").unwrap();
         assert_eq!(odd.label("msg"), "a \"quoted\", thing");

@@ -61,10 +61,18 @@ pub struct RunResult {
     pub writes: BTreeMap<String, u64>,
     /// Operator writes in the steady window after convergence.
     pub steady_writes: BTreeMap<String, u64>,
+    /// VLLMService status changes seen in the steady window (what the steady writes wrote).
+    pub steady_status_changes: Vec<String>,
     /// Writes of a restarted operator until it has reconciled everything and is quiet.
     pub restart_writes: BTreeMap<String, u64>,
     /// API server requests (all clients) from first create to 100% Available, by "VERB resource".
     pub apiserver_requests: BTreeMap<String, f64>,
+    /// When each pipeline stage reached 50% and 100% of the services, seconds after the
+    /// first create (object timestamps, 1 s resolution).
+    pub stages: BTreeMap<String, (f64, f64)>,
+    /// Server-side latency of the operator's requests during the run, by "VERB resource":
+    /// (p50 ms, p99 ms, count).
+    pub apiserver_latency_ms: BTreeMap<String, (f64, f64, f64)>,
     /// CPU seconds per process from first create to 100% Available.
     pub cpu_seconds_by_process: BTreeMap<String, f64>,
     /// (seconds since first create, created, available), every 100 ms.
@@ -84,21 +92,63 @@ pub const FIGURES: &[(&str, &str, usize)] = &[
     ("reconcile_errors", "reconcile errors", 0),
     ("reconcile_p50_ms", "reconcile p50 (ms)", 1),
     ("reconcile_p99_ms", "reconcile p99 (ms)", 1),
-    ("operator_reads_per_service", "operator reads per service (GET/LIST at API server)", 1),
+    ("reconcile_mean_ms", "reconcile mean (ms)", 1),
+    (
+        "reconciles_in_flight",
+        "reconciles in flight, average (limit: --concurrency)",
+        1,
+    ),
+    (
+        "operator_reads_per_service",
+        "operator reads per service (GET/LIST at API server)",
+        1,
+    ),
     ("steady_writes", "writes in steady window", 0),
     ("steady_reconciles", "reconciles in steady window", 0),
     ("restart_writes", "writes after restart, nothing changed", 0),
-    ("restart_reconcile_all_s", "restart → every service reconciled (s)", 1),
+    (
+        "restart_reconcile_all_s",
+        "restart → every service reconciled (s)",
+        1,
+    ),
     ("operator_peak_rss_mib", "operator peak RSS (MiB)", 1),
-    ("operator_rss_steady_mib", "operator RSS in steady state (MiB)", 1),
-    ("restart_peak_rss_mib", "restarted operator peak RSS (MiB)", 1),
+    (
+        "operator_rss_steady_mib",
+        "operator RSS in steady state (MiB)",
+        1,
+    ),
+    (
+        "restart_peak_rss_mib",
+        "restarted operator peak RSS (MiB)",
+        1,
+    ),
     ("operator_cpu_s", "operator CPU to convergence (s)", 2),
-    ("operator_cpu_steady_s", "operator CPU in steady window (s)", 2),
-    ("apiserver_reads_per_s", "API server reads/s during run (all clients)", 1),
-    ("apiserver_writes_per_s", "API server writes/s during run (all clients)", 1),
+    (
+        "operator_cpu_steady_s",
+        "operator CPU in steady window (s)",
+        2,
+    ),
+    (
+        "apiserver_reads_per_s",
+        "API server reads/s during run (all clients)",
+        1,
+    ),
+    (
+        "apiserver_writes_per_s",
+        "API server writes/s during run (all clients)",
+        1,
+    ),
     ("machine_busy_pct", "machine CPU busy during run (%)", 0),
-    ("apiserver_cpu_share_pct", "kube-apiserver share of busy CPU (%)", 0),
-    ("operator_cpu_share_pct", "operator share of busy CPU (%)", 0),
+    (
+        "apiserver_cpu_share_pct",
+        "kube-apiserver share of busy CPU (%)",
+        0,
+    ),
+    (
+        "operator_cpu_share_pct",
+        "operator share of busy CPU (%)",
+        0,
+    ),
 ];
 
 pub fn median(values: &mut Vec<f64>) -> Option<f64> {
@@ -121,7 +171,10 @@ pub fn summarize(runs: &[RunResult]) -> BTreeMap<String, Stat> {
     keys.dedup();
     keys.into_iter()
         .filter_map(|k| {
-            let mut v: Vec<f64> = runs.iter().filter_map(|r| r.figures.get(k).copied()).collect();
+            let mut v: Vec<f64> = runs
+                .iter()
+                .filter_map(|r| r.figures.get(k).copied())
+                .collect();
             let med = median(&mut v)?;
             Some((
                 k.clone(),
@@ -153,7 +206,11 @@ fn fmt_stat(s: &Stat, decimals: usize) -> String {
 }
 
 /// Median over runs of one key of a per-run map.
-fn median_of_key(runs: &[RunResult], key: &str, pick: fn(&RunResult) -> &BTreeMap<String, u64>) -> f64 {
+fn median_of_key(
+    runs: &[RunResult],
+    key: &str,
+    pick: fn(&RunResult) -> &BTreeMap<String, u64>,
+) -> f64 {
     let mut v: Vec<f64> = runs
         .iter()
         .map(|r| pick(r).get(key).copied().unwrap_or(0) as f64)
@@ -161,17 +218,39 @@ fn median_of_key(runs: &[RunResult], key: &str, pick: fn(&RunResult) -> &BTreeMa
     median(&mut v).unwrap_or(0.0)
 }
 
+/// The run whose time to 100% Available is the median one (the lower middle for even counts).
+fn median_run(size: &SizeResult) -> Option<&RunResult> {
+    let mut runs: Vec<&RunResult> = size.runs.iter().collect();
+    runs.sort_by(|a, b| {
+        let t = |r: &RunResult| r.figures.get("t100_s").copied().unwrap_or(f64::INFINITY);
+        t(a).total_cmp(&t(b))
+    });
+    runs.get(runs.len().saturating_sub(1) / 2).copied()
+}
+
 /// The Markdown section for one invocation.
 pub fn markdown(r: &Report) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "\n## Run {} — {} variant{}\n", r.timestamp, r.variant,
-        if r.label.is_empty() { String::new() } else { format!(" — {}", r.label) });
+    let _ = writeln!(
+        s,
+        "\n## Run {} — {} variant{}\n",
+        r.timestamp,
+        r.variant,
+        if r.label.is_empty() {
+            String::new()
+        } else {
+            format!(" — {}", r.label)
+        }
+    );
     let _ = writeln!(s, "- command: `{}`", r.command);
     let _ = writeln!(s, "- operator: `{}`", r.operator_command);
     let _ = writeln!(
         s,
         "- machine: {} cores ({}), {} GiB, kernel {}; load average at start {}",
-        r.machine.cores, r.machine.cpu_model, r.machine.mem_total_gib, r.machine.kernel,
+        r.machine.cores,
+        r.machine.cpu_model,
+        r.machine.mem_total_gib,
+        r.machine.kernel,
         r.machine.loadavg_at_start
     );
     let versions: Vec<String> = r.versions.iter().map(|(k, v)| format!("{k} {v}")).collect();
@@ -179,12 +258,23 @@ pub fn markdown(r: &Report) -> String {
     let _ = writeln!(
         s,
         "- cluster: fresh per run, {} kwok nodes × {} nvidia.com/gpu; creates {} in flight; steady window {} s",
-        r.cluster.nodes, r.cluster.gpus_per_node, r.cluster.create_concurrency, r.cluster.steady_seconds
+        r.cluster.nodes,
+        r.cluster.gpus_per_node,
+        r.cluster.create_concurrency,
+        r.cluster.steady_seconds
     );
-    let _ = writeln!(s, "- raw results: [`{}`]({}), plot: [`{}`]({})\n",
-        r.plot.replace("available-", "results-").replace(".png", ".json"),
-        r.plot.replace("available-", "results-").replace(".png", ".json"),
-        r.plot, r.plot);
+    let _ = writeln!(
+        s,
+        "- raw results: [`{}`]({}), plot: [`{}`]({})\n",
+        r.plot
+            .replace("available-", "results-")
+            .replace(".png", ".json"),
+        r.plot
+            .replace("available-", "results-")
+            .replace(".png", ".json"),
+        r.plot,
+        r.plot
+    );
     let _ = writeln!(s, "![Available VLLMServices over time]({})\n", r.plot);
 
     // The figures table: one column per M.
@@ -192,8 +282,18 @@ pub fn markdown(r: &Report) -> String {
     for size in &r.sizes {
         let runs = size.runs.len();
         let conv = size.runs.iter().filter(|x| x.converged).count();
-        let _ = write!(s, " M = {} ({} run{}{}) |", size.m, runs, if runs == 1 { "" } else { "s" },
-            if conv == runs { String::new() } else { format!(", {conv} converged") });
+        let _ = write!(
+            s,
+            " M = {} ({} run{}{}) |",
+            size.m,
+            runs,
+            if runs == 1 { "" } else { "s" },
+            if conv == runs {
+                String::new()
+            } else {
+                format!(", {conv} converged")
+            }
+        );
     }
     let _ = writeln!(s);
     let _ = writeln!(s, "|---|{}", "---|".repeat(r.sizes.len()));
@@ -203,7 +303,11 @@ pub fn markdown(r: &Report) -> String {
         }
         let _ = write!(s, "| {label} |");
         for size in &r.sizes {
-            let cell = size.summary.get(*key).map(|st| fmt_stat(st, *decimals)).unwrap_or("–".into());
+            let cell = size
+                .summary
+                .get(*key)
+                .map(|st| fmt_stat(st, *decimals))
+                .unwrap_or("–".into());
             let _ = write!(s, " {cell} |");
         }
         let _ = writeln!(s);
@@ -238,21 +342,108 @@ pub fn markdown(r: &Report) -> String {
     }
     let _ = write!(s, "| **total** | **{min_total}** |");
     for size in &r.sizes {
-        let t = size.summary.get("writes_per_service").map(|st| st.median).unwrap_or(f64::NAN);
+        let t = size
+            .summary
+            .get("writes_per_service")
+            .map(|st| st.median)
+            .unwrap_or(f64::NAN);
         let _ = write!(s, " **{t:.2}** |");
     }
     let _ = writeln!(s);
+
+    // Where the time goes, from the median run.
+    let median_runs: Vec<Option<&RunResult>> = r.sizes.iter().map(median_run).collect();
+    let mut stage_keys: Vec<&String> = median_runs
+        .iter()
+        .flatten()
+        .flat_map(|run| run.stages.keys())
+        .collect();
+    stage_keys.sort();
+    stage_keys.dedup();
+    if !stage_keys.is_empty() {
+        let _ = write!(
+            s,
+            "\n| stage reached by 50% / 100% of services (s after first create; 1 s resolution), median run |"
+        );
+        for size in &r.sizes {
+            let _ = write!(s, " M = {} |", size.m);
+        }
+        let _ = writeln!(s);
+        let _ = writeln!(s, "|---|{}", "---|".repeat(r.sizes.len()));
+        for k in stage_keys {
+            let _ = write!(s, "| {} |", k.split_once(' ').map_or(k.as_str(), |x| x.1));
+            for run in &median_runs {
+                let cell = run
+                    .and_then(|run| run.stages.get(k))
+                    .map(|(a, b)| format!("{a:.0} / {b:.0}"))
+                    .unwrap_or("–".into());
+                let _ = write!(s, " {cell} |");
+            }
+            let _ = writeln!(s);
+        }
+        let _ = write!(s, "| Available (watch) |");
+        for run in &median_runs {
+            let cell = run
+                .map(|run| {
+                    let g = |k: &str| run.figures.get(k).copied().unwrap_or(f64::NAN);
+                    format!("{:.0} / {:.0}", g("t50_s"), g("t100_s"))
+                })
+                .unwrap_or("–".into());
+            let _ = write!(s, " {cell} |");
+        }
+        let _ = writeln!(s);
+    }
+
+    // Server-side latency of the requests the operator sends, from the median run.
+    let mut lat_keys: Vec<&String> = median_runs
+        .iter()
+        .flatten()
+        .flat_map(|run| run.apiserver_latency_ms.keys())
+        .collect();
+    lat_keys.sort();
+    lat_keys.dedup();
+    if !lat_keys.is_empty() {
+        let _ = write!(
+            s,
+            "\n| API server latency p50 / p99 (ms), run with the median t100 |"
+        );
+        for size in &r.sizes {
+            let _ = write!(s, " M = {} |", size.m);
+        }
+        let _ = writeln!(s);
+        let _ = writeln!(s, "|---|{}", "---|".repeat(r.sizes.len()));
+        for k in lat_keys {
+            let _ = write!(s, "| `{k}` |");
+            for run in &median_runs {
+                let cell = run
+                    .and_then(|run| run.apiserver_latency_ms.get(k))
+                    .map(|(p50, p99, n)| format!("{p50:.0} / {p99:.0} ({n:.0} req)"))
+                    .unwrap_or("–".into());
+                let _ = write!(s, " {cell} |");
+            }
+            let _ = writeln!(s);
+        }
+    }
 
     // Steady and restart writes, spelled out when any.
     for size in &r.sizes {
         for run in &size.runs {
             if !run.steady_writes.is_empty() || !run.restart_writes.is_empty() {
-                let _ = writeln!(s, "\nM = {} run {}: steady-window writes {:?}, restart writes {:?}",
-                    size.m, run.run, run.steady_writes, run.restart_writes);
+                let _ = writeln!(
+                    s,
+                    "\nM = {} run {}: steady-window writes {:?}, restart writes {:?}",
+                    size.m, run.run, run.steady_writes, run.restart_writes
+                );
+                for c in run.steady_status_changes.iter().take(5) {
+                    let _ = writeln!(s, "- status change in the steady window: {c}");
+                }
             }
             if !run.converged {
-                let _ = writeln!(s, "\nM = {} run {} did not converge; not Available by reason: {:?}",
-                    size.m, run.run, run.not_available);
+                let _ = writeln!(
+                    s,
+                    "\nM = {} run {} did not converge; not Available by reason: {:?}",
+                    size.m, run.run, run.not_available
+                );
             }
         }
     }

@@ -17,7 +17,9 @@ use k8s_openapi::api::core::v1::{
 };
 use kube::{
     Api, Client, ResourceExt,
-    api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams},
+    api::{
+        ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+    },
     runtime::watcher::{self, Event, watcher},
 };
 use serde_json::{Value, json};
@@ -113,7 +115,11 @@ pub async fn prepare_namespace(client: &Client, routed: bool) -> anyhow::Result<
 /// M static PersistentVolumes pre-bound (claimRef) to M PVCs, then waits until
 /// every PVC is Bound. Done before the clock starts: the run measures the operator,
 /// not the PV controller.
-pub async fn create_bound_pvcs(client: &Client, m: usize, concurrency: usize) -> anyhow::Result<()> {
+pub async fn create_bound_pvcs(
+    client: &Client,
+    m: usize,
+    concurrency: usize,
+) -> anyhow::Result<()> {
     let retries = AtomicU64::new(0);
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), NAMESPACE);
@@ -199,8 +205,7 @@ pub async fn create_services(
     created: &AtomicU64,
 ) -> anyhow::Result<u64> {
     let retries = AtomicU64::new(0);
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), NAMESPACE, &vllm_resource());
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &vllm_resource());
     stream::iter(0..m)
         .map(|i| {
             let (api, retries) = (&api, &retries);
@@ -251,6 +256,10 @@ pub struct Availability {
     state: HashMap<String, Result<(), String>>,
     /// When each service was first seen Available (from the watch event).
     pub first_available: HashMap<String, Instant>,
+    last_status: HashMap<String, Value>,
+    /// While set, status changes are described into `changes` (the steady window).
+    pub record_changes: bool,
+    pub changes: Vec<String>,
 }
 
 impl Availability {
@@ -272,11 +281,159 @@ impl Availability {
     fn observe(&mut self, obj: &DynamicObject) {
         let a = availability(obj);
         let name = obj.name_any();
+        let status = obj.data.get("status").cloned().unwrap_or(Value::Null);
+        if let Some(before) = self.last_status.get(&name)
+            && self.record_changes
+            && *before != status
+            && self.changes.len() < 50
+        {
+            self.changes
+                .push(format!("{name}: {}", describe_change(before, &status)));
+        }
+        self.last_status.insert(name.clone(), status);
         if a.is_ok() {
-            self.first_available.entry(name.clone()).or_insert_with(Instant::now);
+            self.first_available
+                .entry(name.clone())
+                .or_insert_with(Instant::now);
         }
         self.state.insert(name, a);
     }
+}
+
+/// When the pipeline's stages happened, from the objects' own timestamps (1 s
+/// resolution), in seconds after `t0`: for each stage the (50%, 100%) times over
+/// the M services. Shows where the time goes: operator (Deployment/Service created),
+/// controller-manager (Pod created), scheduler (Pod scheduled), kwok (Pod Ready).
+pub async fn stage_times(
+    client: &Client,
+    t0: k8s_openapi::jiff::Timestamp,
+) -> anyhow::Result<BTreeMap<String, (f64, f64)>> {
+    use k8s_openapi::api::{
+        apps::v1::Deployment,
+        core::v1::{Pod, Service},
+    };
+    let lp = ListParams::default();
+    // Object timestamps are whole seconds: compare with t0 truncated the same way.
+    let t0 = k8s_openapi::jiff::Timestamp::from_second(t0.as_second())?;
+    let since = |t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time| {
+        t.0.duration_since(t0).as_secs_f64()
+    };
+    let mut stages: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for d in Api::<Deployment>::namespaced(client.clone(), NAMESPACE)
+        .list(&lp)
+        .await?
+    {
+        if let Some(t) = &d.metadata.creation_timestamp {
+            stages
+                .entry("2 Deployment created")
+                .or_default()
+                .push(since(t));
+        }
+    }
+    for svc in Api::<Service>::namespaced(client.clone(), NAMESPACE)
+        .list(&lp)
+        .await?
+    {
+        if let Some(t) = &svc.metadata.creation_timestamp {
+            stages
+                .entry("3 Service created")
+                .or_default()
+                .push(since(t));
+        }
+    }
+    for pod in Api::<Pod>::namespaced(client.clone(), NAMESPACE)
+        .list(&lp)
+        .await?
+    {
+        if let Some(t) = &pod.metadata.creation_timestamp {
+            stages.entry("4 Pod created").or_default().push(since(t));
+        }
+        for c in pod
+            .status
+            .iter()
+            .flat_map(|s| s.conditions.iter().flatten())
+        {
+            let stage = match c.type_.as_str() {
+                "PodScheduled" => "5 Pod scheduled",
+                "Ready" => "6 Pod Ready",
+                _ => continue,
+            };
+            if c.status == "True"
+                && let Some(t) = &c.last_transition_time
+            {
+                stages.entry(stage).or_default().push(since(t));
+            }
+        }
+    }
+    let vs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &vllm_resource());
+    for o in vs.list(&lp).await? {
+        if let Some(t) = &o.metadata.creation_timestamp {
+            stages
+                .entry("1 VLLMService created")
+                .or_default()
+                .push(since(t));
+        }
+    }
+    Ok(stages
+        .into_iter()
+        .map(|(k, mut v)| {
+            v.sort_by(|a, b| a.total_cmp(b));
+            let p50 = v[(v.len().saturating_sub(1)) / 2];
+            (k.to_string(), (p50, *v.last().expect("non-empty")))
+        })
+        .collect())
+}
+
+/// What differs between two statuses: top-level fields and conditions by type.
+pub fn describe_change(before: &Value, after: &Value) -> String {
+    let mut out = Vec::new();
+    let empty = serde_json::Map::new();
+    let (b, a) = (
+        before.as_object().unwrap_or(&empty),
+        after.as_object().unwrap_or(&empty),
+    );
+    let mut keys: Vec<&String> = b.keys().chain(a.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    for k in keys {
+        if k == "conditions" || b.get(k) == a.get(k) {
+            continue;
+        }
+        out.push(format!(
+            "{k} {} → {}",
+            b.get(k).unwrap_or(&Value::Null),
+            a.get(k).unwrap_or(&Value::Null)
+        ));
+    }
+    let conds = |v: &serde_json::Map<String, Value>| -> BTreeMap<String, Value> {
+        v.get("conditions")
+            .and_then(Value::as_array)
+            .map(|cs| {
+                cs.iter()
+                    .map(|c| (c["type"].as_str().unwrap_or("").to_string(), c.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (cb, ca) = (conds(b), conds(a));
+    for (t, c) in &ca {
+        let old = cb.get(t);
+        if old == Some(c) {
+            continue;
+        }
+        let show = |c: Option<&Value>| {
+            c.map_or("absent".to_string(), |c| {
+                format!(
+                    "{}/{} {:?}",
+                    c["status"].as_str().unwrap_or(""),
+                    c["reason"].as_str().unwrap_or(""),
+                    c["message"].as_str().unwrap_or("")
+                )
+            })
+        };
+        out.push(format!("{t} {} → {}", show(old), show(Some(c))));
+    }
+    out.join("; ")
 }
 
 /// Watches the namespace's VLLMServices into `state` until the task is aborted.
@@ -325,7 +482,10 @@ pub async fn watch_availability(
 /// namespace gets Accepted=True and ResolvedRefs=True for each of its parentRefs
 /// at its current generation, as a real controller (Envoy Gateway, Istio…) would.
 /// Counts the status writes it sends.
-pub fn fake_gateway_controller(client: Client, writes: Arc<AtomicU64>) -> tokio::task::JoinHandle<()> {
+pub fn fake_gateway_controller(
+    client: Client,
+    writes: Arc<AtomicU64>,
+) -> tokio::task::JoinHandle<()> {
     let api: Api<DynamicObject> = Api::namespaced_with(client, NAMESPACE, &route_resource());
     tokio::spawn(async move {
         watcher(api.clone(), watcher::Config::default())
@@ -341,13 +501,22 @@ pub fn fake_gateway_controller(client: Client, writes: Arc<AtomicU64>) -> tokio:
                             return;
                         }
                     };
-                    let Some(body) = route_status(&route) else { return };
+                    let Some(body) = route_status(&route) else {
+                        return;
+                    };
                     writes.fetch_add(1, Ordering::Relaxed);
                     if let Err(e) = api
-                        .patch_status(&route.name_any(), &PatchParams::default(), &Patch::Merge(body))
+                        .patch_status(
+                            &route.name_any(),
+                            &PatchParams::default(),
+                            &Patch::Merge(body),
+                        )
                         .await
                     {
-                        eprintln!("bench: accepting HTTPRoute {} failed: {e}", route.name_any());
+                        eprintln!(
+                            "bench: accepting HTTPRoute {} failed: {e}",
+                            route.name_any()
+                        );
                     }
                 }
             })
@@ -364,9 +533,9 @@ fn route_status(route: &DynamicObject) -> Option<Value> {
         .is_some_and(|ps| {
             ps.iter().any(|p| {
                 p["controllerName"] == GATEWAY_CONTROLLER
-                    && p["conditions"].as_array().is_some_and(|cs| {
-                        cs.iter().all(|c| c["observedGeneration"] == generation)
-                    })
+                    && p["conditions"]
+                        .as_array()
+                        .is_some_and(|cs| cs.iter().all(|c| c["observedGeneration"] == generation))
             })
         });
     if already {
@@ -402,13 +571,18 @@ mod tests {
     #[test]
     fn available_means_true_at_the_current_generation() {
         let with = |status: &str, g: i64| {
-            obj(json!({"apiVersion": "aiinfra.example.com/v1alpha1", "kind": "VLLMService",
+            obj(
+                json!({"apiVersion": "aiinfra.example.com/v1alpha1", "kind": "VLLMService",
                 "metadata": {"name": "a", "generation": 2},
                 "status": {"conditions": [{"type": "Available", "status": status,
-                    "reason": "R", "observedGeneration": g}]}}))
+                    "reason": "R", "observedGeneration": g}]}}),
+            )
         };
         assert_eq!(availability(&with("True", 2)), Ok(()));
-        assert_eq!(availability(&with("True", 1)), Err("StaleGeneration".into()));
+        assert_eq!(
+            availability(&with("True", 1)),
+            Err("StaleGeneration".into())
+        );
         assert_eq!(availability(&with("False", 2)), Err("R".into()));
         let fresh = obj(json!({"apiVersion": "aiinfra.example.com/v1alpha1",
             "kind": "VLLMService", "metadata": {"name": "a", "generation": 1}}));
@@ -416,10 +590,26 @@ mod tests {
     }
 
     #[test]
+    fn status_changes_are_described_by_field_and_condition() {
+        let before = json!({"phase": "Pending", "conditions": [
+            {"type": "Available", "status": "False", "reason": "ReplicasNotReady", "message": "0/1"}]});
+        let after = json!({"phase": "Running", "conditions": [
+            {"type": "Available", "status": "True", "reason": "Available", "message": "1/1"}]});
+        let d = describe_change(&before, &after);
+        assert!(d.contains("phase \"Pending\" → \"Running\""), "{d}");
+        assert!(
+            d.contains("Available False/ReplicasNotReady \"0/1\" → True/Available \"1/1\""),
+            "{d}"
+        );
+    }
+
+    #[test]
     fn routes_are_accepted_once_per_generation() {
-        let route = obj(json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        let route = obj(
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
             "metadata": {"name": "svc-0001", "namespace": "bench", "generation": 1},
-            "spec": {"parentRefs": [{"name": GATEWAY, "sectionName": "http"}]}}));
+            "spec": {"parentRefs": [{"name": GATEWAY, "sectionName": "http"}]}}),
+        );
         let body = route_status(&route).unwrap();
         let parent = &body["status"]["parents"][0];
         assert_eq!(parent["parentRef"]["namespace"], "bench");

@@ -332,24 +332,32 @@ impl Drop for GenerationWatch {
 
 /// Reconcile errors counted so far, every category.
 fn errors(metrics: &Metrics) -> u64 {
-    [
-        "invalid_spec",
-        "dependency_missing",
-        "conflict",
-        "forbidden",
-        "transient",
-    ]
-    .iter()
-    .map(|c| {
-        metrics
-            .reconcile_errors
-            .get_or_create(&ErrorLabels {
-                category: c.to_string(),
-            })
-            .get()
-    })
-    .sum()
+    errors_by_category(metrics).iter().map(|(_, n)| n).sum()
 }
+
+/// Reconcile errors counted so far, by category.
+fn errors_by_category(metrics: &Metrics) -> Vec<(&'static str, u64)> {
+    CATEGORIES
+        .iter()
+        .map(|c| {
+            let n = metrics
+                .reconcile_errors
+                .get_or_create(&ErrorLabels {
+                    category: c.to_string(),
+                })
+                .get();
+            (*c, n)
+        })
+        .collect()
+}
+
+const CATEGORIES: [&str; 5] = [
+    "invalid_spec",
+    "dependency_missing",
+    "conflict",
+    "forbidden",
+    "transient",
+];
 
 // ---------------------------------------------------------------------------
 // Fixtures
@@ -472,8 +480,9 @@ impl Fx {
         converged: &impl Fn(&VLLMService, &Deployment) -> bool,
     ) -> Vec<String> {
         let lp = ListParams::default();
+        // Listed untyped: a namespace may hold objects our types cannot read (6b).
         let (Ok(vss), Ok(deps), Ok(svcs)) = (
-            self.api::<VLLMService>().list(&lp).await,
+            self.dynamic::<VLLMService>().list(&lp).await,
             self.api::<Deployment>().list(&lp).await,
             self.api::<Service>().list_metadata(&lp).await,
         ) else {
@@ -483,8 +492,12 @@ impl Fx {
             deps.items.into_iter().map(|d| (d.name_any(), d)).collect();
         let svcs: HashMap<String, PartialObjectMeta<Service>> =
             svcs.items.into_iter().map(|s| (s.name_any(), s)).collect();
-        let vss: HashMap<String, VLLMService> =
-            vss.items.into_iter().map(|v| (v.name_any(), v)).collect();
+        let vss: HashMap<String, VLLMService> = vss
+            .items
+            .into_iter()
+            .filter_map(|v| serde_json::from_value(serde_json::to_value(v).ok()?).ok())
+            .map(|v: VLLMService| (v.name_any(), v))
+            .collect();
         names
             .iter()
             .filter(|name| {
@@ -637,6 +650,46 @@ fn private_cluster_sh(dir: &std::path::Path, args: &[&str]) {
     );
 }
 
+/// Applies `config/crd/` to a private cluster (as `testkit` does, with its field
+/// manager) and waits until the CRD is established. Polls instead of `kubectl
+/// wait`, which fails when it runs before the new CRD has any status condition.
+async fn install_crds_on(cluster: &PrivateCluster) {
+    let dir = testkit::repo_root().join("config/crd");
+    let out = cluster
+        .kubectl()
+        .args([
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--field-manager=testkit",
+            "-f",
+        ])
+        .arg(&dir)
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        out.status.success(),
+        "applying the CRDs failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let crds = Api::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>::all(
+        cluster.client().await,
+    );
+    wait_until(
+        common::WAIT,
+        "the VLLMService CRD to be established",
+        || async {
+            let crd = crds.get("vllmservices.aiinfra.example.com").await.ok()?;
+            crd.status?
+                .conditions?
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+                .then_some(())
+        },
+    )
+    .await;
+}
+
 async fn private_namespace(client: &Client, name: &str) {
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
     Api::<Namespace>::all(client.clone())
@@ -653,13 +706,17 @@ async fn private_namespace(client: &Client, name: &str) {
     .await;
 }
 
+/// FINDING (reported, docs/reliability.md): passes within its bound, but after
+/// the restart the watches stall for a long time (88 s here; 5 min with the
+/// binary): requests on connections from before the restart hang until kube's
+/// read timeout, and the watchers' backoff grows to ~50 s.
 #[tokio::test]
 async fn api_server_restart_during_convergence_recovers_without_operator_restart() {
     let _one_at_a_time = PRIVATE_CLUSTER.lock().await;
     let n = scale(10, 60);
     let down = if full() { 20 } else { 12 };
     let cluster = PrivateCluster::start("faults-apiserver");
-    cluster.install_crds();
+    install_crds_on(&cluster).await;
     let client = cluster.client().await;
     let fx = Fx {
         client: client.clone(),
@@ -703,9 +760,43 @@ async fn api_server_restart_during_convergence_recovers_without_operator_restart
 
     // Changes after the restart reach the operator only through resumed watches
     // (the periodic resync is 5 minutes).
+    let writes_before = operator.metrics.write_total();
     for name in &all {
         fx.patch_spec(name, json!({"replicas": 2})).await;
     }
+    // Milestones: the operator's first write, every Deployment scaled (the
+    // operator's part), every Deployment's pods ready (the cluster's part).
+    let (mut first_write, mut scaled, mut ready) = (None, None, None);
+    while ready.is_none() && back.elapsed() < converge_timeout() {
+        if first_write.is_none() && operator.metrics.write_total() > writes_before {
+            first_write = Some(back.elapsed());
+        }
+        if let Ok(deps) = fx.api::<Deployment>().list(&ListParams::default()).await {
+            let of = |want: &dyn Fn(&Deployment) -> bool| {
+                all.iter()
+                    .all(|n| deps.items.iter().any(|d| &d.name_any() == n && want(d)))
+            };
+            if scaled.is_none() && of(&|d| d.spec.as_ref().and_then(|s| s.replicas) == Some(2)) {
+                scaled = Some(back.elapsed());
+            }
+            if scaled.is_some()
+                && of(&|d| d.status.as_ref().and_then(|s| s.ready_replicas) == Some(2))
+            {
+                ready = Some(back.elapsed());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let secs = |t: Option<Duration>| {
+        t.map(|t| format!("{:.1} s", t.as_secs_f64()))
+            .unwrap_or_else(|| "never".into())
+    };
+    eprintln!(
+        "faults: after the restart: first operator write {}, every Deployment scaled {}, every pod ready {}",
+        secs(first_write),
+        secs(scaled),
+        secs(ready)
+    );
     let converged = fx
         .converge(&all, converge_timeout(), |vs, d| {
             is_available(vs)
@@ -715,8 +806,11 @@ async fn api_server_restart_during_convergence_recovers_without_operator_restart
         .await;
     let mut report = Report::new("2. API server restart", n);
     report.injected = format!(
-        "kube-apiserver stopped {down} s ({:.0} s until ready again) with {before}/{n} not yet Available; then every spec changed (replicas 2); operator not restarted",
-        outage.as_secs_f64()
+        "kube-apiserver stopped {down} s ({:.0} s until ready again) with {before}/{n} not yet Available; then every spec changed (replicas 2); operator not restarted; after ready: first operator write {}, all Deployments scaled {}, all pods ready {}",
+        outage.as_secs_f64(),
+        secs(first_write),
+        secs(scaled),
+        secs(ready)
     );
     match converged {
         Ok(_) => {
@@ -782,6 +876,12 @@ fn ptr<'a>(v: &'a Value, p: &str) -> &'a Value {
     v.pointer(p).unwrap_or(&Value::Null)
 }
 
+/// KNOWN OPERATOR BUG (reported, docs/reliability.md): a hand edit of the
+/// Service port (`kubectl edit`, a merge patch) is never reverted: the
+/// operator's server-side apply keeps the editor's port entry next to its own,
+/// and the API server refuses the result (`spec.ports[1].name: Duplicate value:
+/// "http"`); every reconcile of that VLLMService then fails at the Service.
+/// This test fails until that is fixed.
 #[tokio::test]
 async fn hand_edits_of_owned_fields_are_reverted_and_foreign_fields_kept() {
     testkit::install_gateway_api_crds();
@@ -907,14 +1007,6 @@ async fn hand_edits_of_owned_fields_are_reverted_and_foreign_fields_kept() {
             },
         },
         Edit {
-            what: "Service port",
-            api: services.clone(),
-            patch: json!({"spec": {"ports": [
-                {"name": "http", "port": 9999, "targetPort": "http", "protocol": "TCP"}]}}),
-            strategic: false,
-            reverted: |s| ptr(s, "/spec/ports/0/port") == &json!(8000),
-        },
-        Edit {
             what: "Service selector",
             api: services.clone(),
             patch: json!({"spec": {"selector": {"app.kubernetes.io/instance": "evil"}}}),
@@ -943,11 +1035,36 @@ async fn hand_edits_of_owned_fields_are_reverted_and_foreign_fields_kept() {
             reverted: |m| ptr(m, "/spec/endpoints/0/path") == "/metrics",
         },
         Edit {
-            what: "PrometheusRule groups",
+            what: "PrometheusRule rules of its group",
             api: rule.clone(),
-            patch: json!({"spec": {"groups": [{"name": "evil", "rules": []}]}}),
+            // groups is a map keyed by name: empty the operator's own group.
+            patch: json!({"spec": {"groups": [
+                {"name": format!("vllmservice.{}.drift", fx.ns), "rules": []}]}}),
             strategic: false,
-            reverted: |r| ptr(r, "/spec/groups/0/name") != "evil",
+            reverted: |r| {
+                ptr(r, "/spec/groups").as_array().is_some_and(|groups| {
+                    groups.iter().any(|g| {
+                        g["name"]
+                            .as_str()
+                            .is_some_and(|n| n.starts_with("vllmservice."))
+                            && g["rules"].as_array().is_some_and(|r| !r.is_empty())
+                    })
+                })
+            },
+        },
+        // Last: when it is not reverted, the reconcile fails at the Service and
+        // nothing after it (routes, monitoring, status) is repaired either.
+        Edit {
+            what: "Service port",
+            api: services.clone(),
+            patch: json!({"spec": {"ports": [
+                {"name": "http", "port": 9999, "targetPort": "http", "protocol": "TCP"}]}}),
+            strategic: false,
+            reverted: |s| {
+                ptr(s, "/spec/ports")
+                    .as_array()
+                    .is_some_and(|p| p.len() == 1 && p[0]["port"] == 8000)
+            },
         },
     ];
 
@@ -1025,6 +1142,16 @@ async fn hand_edits_of_owned_fields_are_reverted_and_foreign_fields_kept() {
     );
     report.converged = failed.is_empty();
     report.time = Some(slowest);
+    if !failed.is_empty() {
+        let vs = fx.api::<VLLMService>().get("drift").await.unwrap();
+        failed.push(format!(
+            "operator reconcile errors so far: {}; the VLLMService's Degraded: {:?}, observedGeneration {:?} of {:?}",
+            errors(&operator.metrics),
+            condition(&vs, "Degraded"),
+            vs.status.as_ref().and_then(|s| s.observed_generation),
+            vs.metadata.generation
+        ));
+    }
     report.details.extend(failed);
     report.add_audit(&audit(&fx.client, &fx.ns, &all).await);
     operator.stop().await;
@@ -1222,6 +1349,11 @@ async fn foreign_objects_of_every_child_kind_are_never_modified_or_deleted() {
 // 5. Deletion races
 // ---------------------------------------------------------------------------
 
+/// KNOWN OPERATOR BUG (reported, docs/reliability.md): while its namespace
+/// terminates, the operator keeps re-creating the children being deleted; each
+/// try is refused (403 "because it is being terminated") and counted as a
+/// `forbidden` (RBAC) reconcile error: 21 in 10 s for 3 VLLMServices. This test
+/// fails until that is fixed (bound: < 20 in any 10 s, none after the namespace is gone).
 #[tokio::test]
 async fn deletion_races_leave_nothing_behind_and_do_not_loop() {
     let k = scale(5, 30);
@@ -1354,28 +1486,82 @@ async fn deletion_races_leave_nothing_behind_and_do_not_loop() {
         .unwrap_or_else(|left| panic!("not Available before the namespace deletion: {left:?}"));
     report.time = Some(started.elapsed());
     let errors_at_delete = errors(&operator.metrics);
+    let by_category_before = errors_by_category(&operator.metrics);
     let reconciles_at_delete = operator.metrics.reconciles.get();
+    let namespaces = Api::<Namespace>::all(fx.client.clone());
     let t = Instant::now();
-    ns.delete_and_wait(&fx.client).await;
-    let ns_gone = t.elapsed();
-    tokio::time::sleep(Duration::from_secs(10).saturating_sub(ns_gone)).await;
+    namespaces
+        .delete(&ns.name, &DeleteParams::default())
+        .await
+        .unwrap();
+    // Errors sampled every second until 10 s after the namespace is gone.
+    let mut samples = vec![(Duration::ZERO, errors_at_delete)];
+    let mut gone_at = None;
+    while t.elapsed() < Duration::from_secs(180) {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        samples.push((t.elapsed(), errors(&operator.metrics)));
+        if gone_at.is_none()
+            && namespaces
+                .get_opt(&ns.name)
+                .await
+                .is_ok_and(|n| n.is_none())
+        {
+            gone_at = Some(t.elapsed());
+        }
+        if gone_at.is_some_and(|g| t.elapsed() >= g + Duration::from_secs(10)) {
+            break;
+        }
+    }
     let window = t.elapsed();
     let ns_errors = errors(&operator.metrics) - errors_at_delete;
     let ns_reconciles = operator.metrics.reconciles.get() - reconciles_at_delete;
+    // The most errors in any 10 s.
+    let busiest = samples
+        .iter()
+        .map(|(ti, ei)| {
+            samples
+                .iter()
+                .filter(|(tj, _)| *tj >= *ti && *tj - *ti <= Duration::from_secs(10))
+                .map(|(_, ej)| ej - ei)
+                .max()
+                .unwrap_or(0)
+        })
+        .max()
+        .unwrap_or(0);
+    let after_gone = gone_at.map(|g| {
+        let at = samples
+            .iter()
+            .find(|(ti, _)| *ti >= g)
+            .map(|(_, e)| *e)
+            .unwrap_or_default();
+        errors(&operator.metrics) - at
+    });
+    let categories: Vec<String> = errors_by_category(&operator.metrics)
+        .into_iter()
+        .zip(by_category_before)
+        .filter(|((_, n), (_, b))| n > b)
+        .map(|((c, n), (_, b))| format!("{c} {}", n - b))
+        .collect();
     eprintln!(
-        "faults: namespace deleted in {:.1} s; {ns_errors} reconcile errors and {ns_reconciles} reconciles in the {:.0} s after; {errors_before_ns} errors before",
-        ns_gone.as_secs_f64(),
+        "faults: namespace gone after {gone_at:?}; {ns_errors} reconcile errors ({}) and {ns_reconciles} reconciles in the {:.0} s after the delete; at most {busiest} in 10 s; {after_gone:?} after it was gone; {errors_before_ns} errors before",
+        categories.join(", "),
         window.as_secs_f64()
     );
-    if ns_errors >= 20 {
+    if gone_at.is_none() {
+        report.converged = false;
+        report
+            .details
+            .push(format!("namespace {} not deleted", ns.name));
+    }
+    if busiest >= 20 || after_gone.is_some_and(|n| n > 0) {
         report.converged = false;
         report.details.push(format!(
-            "{ns_errors} reconcile errors in {:.0} s after the namespace deletion: a hot loop",
-            window.as_secs_f64()
+            "{busiest} reconcile errors in 10 s after the namespace deletion ({}), {after_gone:?} after it was gone: a hot loop",
+            categories.join(", ")
         ));
     }
     report.injected = format!(
-        "{k} deleted during their first reconcile; {k} deleted and recreated at once (new UID); namespace with {m} deleted ({ns_errors} errors in {:.0} s after)",
+        "{k} deleted during their first reconcile; {k} deleted and recreated at once (new UID); namespace with {m} deleted ({ns_errors} reconcile errors in {:.0} s, at most {busiest} in 10 s)",
         window.as_secs_f64()
     );
     assert!(operator.is_running());
@@ -1394,111 +1580,199 @@ mod bad_input {
         test_runner::{Config, TestCaseError, TestRunner},
     };
 
-    fn text() -> impl Strategy<Value = String> {
-        prop_oneof![
-            4 => "[a-z0-9./:_-]{1,40}",
-            2 => ".{0,24}",          // any unicode, control characters included
-            2 => "\\PC{0,40}",       // printable unicode
-            1 => Just(String::new()),
-            1 => (0usize..20_000).prop_map(|n| "x".repeat(n)),
-            1 => (0usize..300).prop_map(|n| "é字🦀".repeat(n)),
-        ]
+    type V = BoxedStrategy<Value>;
+
+    /// Mostly `valid`, sometimes `wild`: most generated specs get past the API
+    /// server (and so reach the builders), the rest probe its validation.
+    fn sometimes(valid: V, wild: V) -> V {
+        prop_oneof![60 => valid, 1 => wild].boxed()
     }
 
-    fn key() -> impl Strategy<Value = String> {
-        prop_oneof![
-            4 => "[a-z0-9]([-a-z0-9._]{0,20}[a-z0-9])?",
-            2 => "[a-z]{1,10}\\.[a-z]{2,5}/[a-zA-Z0-9]{1,20}",
-            1 => ".{0,20}",
-            1 => "[a-z]{60,70}",
-            1 => "[a-z]{1,5}\\.example\\.com/[a-z]{60,66}",
-        ]
+    fn re(pattern: &str) -> V {
+        proptest::string::string_regex(pattern)
+            .unwrap()
+            .prop_map(Value::from)
+            .boxed()
     }
 
-    fn value() -> impl Strategy<Value = String> {
+    /// Anything: unicode (control characters included), empty, huge.
+    fn wild_text() -> V {
         prop_oneof![
-            4 => "[a-zA-Z0-9]([-a-zA-Z0-9._]{0,20}[a-zA-Z0-9])?",
-            1 => Just(String::new()),
-            1 => ".{0,20}",
-            1 => "[a-z]{60,70}",
+            3 => re(".{0,24}"),
+            3 => re("\\PC{0,40}"),
+            1 => Just(json!("")),
+            1 => (0usize..20_000).prop_map(|n| json!("x".repeat(n))),
+            1 => (0usize..300).prop_map(|n| json!("é字🦀".repeat(n))),
+            1 => Just(json!(42)),
         ]
+        .boxed()
     }
 
-    fn map() -> impl Strategy<Value = BTreeMap<String, String>> {
+    fn wild_int() -> V {
         prop_oneof![
-            4 => prop::collection::btree_map(key(), value(), 0..6),
-            1 => prop::collection::btree_map("[a-z]{1,12}", "[a-z0-9]{0,8}", 60..400),
+            any::<i32>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            Just(json!(-5)),
+            Just(json!(0)),
+            Just(json!("eighty")),
+            Just(json!(1.5)),
         ]
+        .boxed()
     }
 
-    fn int() -> impl Strategy<Value = Value> {
-        prop_oneof![
-            4 => (-10i64..70_000).prop_map(Value::from),
-            2 => any::<i32>().prop_map(Value::from),
-            1 => any::<i64>().prop_map(Value::from),
-            1 => Just(json!("eighty")),
-            1 => Just(json!(1.5)),
-        ]
+    fn int(range: std::ops::Range<i64>) -> V {
+        sometimes(range.prop_map(Value::from).boxed(), wild_int())
     }
 
-    fn quantity() -> impl Strategy<Value = Value> {
-        prop_oneof![
-            4 => prop_oneof![Just("1"), Just("500m"), Just("16Gi"), Just("1e3"), Just("0"),
-                             Just("-1"), Just("99999999999999999999Ti"), Just("1.5"),
-                             Just("0.000001")]
-                .prop_map(Value::from),
-            1 => text().prop_map(Value::from),
-            1 => int(),
-        ]
+    fn text(valid: &str) -> V {
+        sometimes(re(valid), wild_text())
     }
 
-    fn resource_name() -> impl Strategy<Value = String> {
-        prop_oneof![
-            Just("cpu".to_string()),
-            Just("memory".to_string()),
-            Just("nvidia.com/gpu".to_string()),
-            Just("ephemeral-storage".to_string()),
-            key(),
-        ]
-    }
-
-    fn resources() -> impl Strategy<Value = Value> {
-        (
-            prop::collection::btree_map(resource_name(), quantity(), 0..4),
-            prop::collection::btree_map(resource_name(), quantity(), 0..4),
+    fn label_key() -> V {
+        sometimes(
+            prop_oneof![
+                re("[a-z0-9]([-a-z0-9._]{0,20}[a-z0-9])?"),
+                re("[a-z]{1,10}\\.[a-z]{2,5}/[a-zA-Z0-9]{1,20}"),
+            ]
+            .boxed(),
+            prop_oneof![
+                wild_text(),
+                re("[a-z]{60,70}"),
+                re("[a-z]{1,5}\\.example\\.com/[a-z]{60,66}"),
+            ]
+            .boxed(),
         )
+    }
+
+    fn label_value() -> V {
+        sometimes(
+            prop_oneof![
+                re("[a-zA-Z0-9]([-a-zA-Z0-9._]{0,20}[a-zA-Z0-9])?"),
+                Just(json!(""))
+            ]
+            .boxed(),
+            prop_oneof![wild_text(), re("[a-z]{60,70}")].boxed(),
+        )
+    }
+
+    /// Up to a few hundred entries (the CRD allows 64).
+    fn map(value: V) -> V {
+        let entry = (label_key(), value).prop_map(|(k, v)| {
+            (
+                k.as_str()
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| k.to_string()),
+                v,
+            )
+        });
+        prop_oneof![
+            40 => prop::collection::vec(entry.clone(), 0..6),
+            1 => prop::collection::vec(entry, 55..70),
+            1 => prop::collection::vec(
+                (re("[a-z]{1,12}"), re("[a-z0-9]{0,8}")), 60..400)
+                .prop_map(|v| v.into_iter().map(|(k, v)| (k.as_str().unwrap().to_owned(), v)).collect()),
+        ]
+        .prop_map(|entries: Vec<(String, Value)>| {
+            Value::Object(entries.into_iter().collect())
+        })
+        .boxed()
+    }
+
+    fn quantity() -> V {
+        sometimes(
+            prop_oneof![
+                Just(json!("1")),
+                Just(json!("500m")),
+                Just(json!("16Gi")),
+                Just(json!("1e3")),
+                Just(json!("0")),
+                Just(json!(2)),
+                Just(json!("0.5")),
+            ]
+            .boxed(),
+            prop_oneof![
+                wild_text(),
+                Just(json!("-1")),
+                Just(json!("99999999999999999999Ti")),
+                Just(json!("0.000000001")),
+            ]
+            .boxed(),
+        )
+    }
+
+    fn resources() -> V {
+        let name = || {
+            sometimes(
+                prop_oneof![
+                    Just(json!("cpu")),
+                    Just(json!("memory")),
+                    Just(json!("nvidia.com/gpu")),
+                    Just(json!("ephemeral-storage")),
+                ]
+                .boxed(),
+                label_key(),
+            )
+        };
+        let list = move || {
+            prop::collection::vec((name(), quantity()), 0..4).prop_map(|v| {
+                Value::Object(
+                    v.into_iter()
+                        .map(|(k, q)| (k.as_str().map(str::to_owned).unwrap_or_default(), q))
+                        .collect(),
+                )
+            })
+        };
+        (list(), list())
             .prop_map(|(requests, limits)| json!({"requests": requests, "limits": limits}))
+            .boxed()
     }
 
-    fn env() -> impl Strategy<Value = Value> {
+    fn env() -> V {
         let var = prop_oneof![
-            3 => ("[A-Z_][A-Z0-9_]{0,20}", text()).prop_map(|(n, v)| json!({"name": n, "value": v})),
-            1 => (".{0,12}", text()).prop_map(|(n, v)| json!({"name": n, "value": v})),
-            1 => ("[A-Z_]{1,10}", key(), key()).prop_map(|(n, s, k)| json!({"name": n,
-                 "valueFrom": {"secretKeyRef": {"name": s, "key": k}}})),
+            4 => (text("[A-Z_][A-Z0-9_]{0,20}"), text("[ -~]{0,30}"))
+                .prop_map(|(n, v)| json!({"name": n, "value": v})),
+            1 => (text("[A-Z_]{1,10}"), text("[a-z][a-z0-9-]{0,20}"), text("[a-z.]{1,10}"))
+                .prop_map(|(n, s, k)| json!({"name": n,
+                    "valueFrom": {"secretKeyRef": {"name": s, "key": k}}})),
         ];
-        prop::collection::vec(var, 0..5).prop_map(Value::from)
+        prop::collection::vec(var, 0..5)
+            .prop_map(Value::from)
+            .boxed()
     }
 
-    fn probe() -> impl Strategy<Value = Value> {
+    fn probe() -> V {
         (
             prop::option::of(any::<bool>()),
-            text(),
-            int(),
-            int(),
-            int(),
-            int(),
+            text("/[a-z/]{0,20}"),
+            int(0..600),
+            int(1..120),
+            int(1..60),
+            int(1..100),
         )
             .prop_map(|(enabled, path, delay, period, timeout, failures)| {
                 json!({"enabled": enabled, "path": path, "initialDelaySeconds": delay,
                        "periodSeconds": period, "timeoutSeconds": timeout,
                        "failureThreshold": failures})
             })
+            .boxed()
+    }
+
+    fn extra_args() -> V {
+        prop_oneof![
+            30 => prop::collection::vec(text("--[a-z-]{1,20}(=[a-z0-9]{1,5})?"), 0..6)
+                .prop_map(Value::from),
+            1 => prop::collection::vec(
+                prop_oneof![Just(json!("--port")), Just(json!("--host=1.2.3.4")),
+                            Just(json!("--model")), re("--[a-z-]{1,20}")],
+                0..140)
+                .prop_map(Value::from),
+        ]
+        .boxed()
     }
 
     fn name() -> impl Strategy<Value = String> {
         prop_oneof![
-            6 => "[a-z]([-a-z0-9]{0,20}[a-z0-9])?",
+            40 => "[a-z]([-a-z0-9]{0,20}[a-z0-9])?",
             1 => "[0-9][a-z0-9]{0,10}",
             1 => "[a-z]{1,10}\\.[a-z]{1,10}",
             1 => "[a-z]{60,70}",
@@ -1506,61 +1780,127 @@ mod bad_input {
         ]
     }
 
-    prop_compose! {
-        fn spec()(
-            strings in prop::collection::vec(text(), 10),
-            ints in prop::collection::vec(int(), 4),
-            maps in prop::collection::vec(map(), 4),
-            flags in prop::collection::vec(any::<bool>(), 8),
-            extra_args in prop_oneof![
-                4 => prop::collection::vec(text(), 0..6),
-                1 => prop::collection::vec(prop_oneof![Just("--port".to_string()),
-                        Just("--host=1.2.3.4".to_string()), Just("--model".to_string()),
-                        "--[a-z-]{1,20}"], 0..140),
-            ],
-            resources in resources(),
-            env in env(),
-            probes in (probe(), probe(), probe()),
-            shm in quantity(),
-            tp in int(),
-            gpu_util in prop_oneof![Just(json!("0.9")), text().prop_map(Value::from), int()],
-        ) -> Value {
-            let mut spec = json!({
-                "image": strings[0], "modelPath": strings[1], "modelName": strings[2],
-                "replicas": ints[0], "port": ints[1],
-                "storage": {"pvcName": strings[3], "mountPath": strings[4],
-                            "readOnly": flags[0]},
-                "labels": maps[0], "nodeSelector": maps[1], "podAnnotations": maps[2],
-                "hostIPC": flags[1],
-                "resources": resources, "env": env,
-                "engineArgs": {"maxModelLen": ints[2], "maxNumSeqs": ints[3],
-                               "gpuMemoryUtilization": gpu_util, "extraArgs": extra_args},
-                "startupProbe": probes.0, "livenessProbe": probes.1, "readinessProbe": probes.2,
-            });
-            if flags[2] {
-                spec["storage"]["subPath"] = json!(strings[5]);
-            }
-            if flags[3] {
-                spec["gatewayRef"] = json!({"name": strings[6], "sectionName": strings[7],
-                                            "host": strings[8]});
-            }
-            if flags[4] {
-                spec["monitoring"] = json!({"enabled": true, "path": strings[9],
-                                            "labels": maps[3]});
-            }
-            if flags[5] {
-                spec["shmSize"] = shm;
-            }
-            if flags[6] {
-                spec["engineArgs"]["tensorParallelSize"] = tp;
-            }
-            if flags[7] {
-                spec["schedulerName"] = json!(strings[5]);
-                spec["runtimeClassName"] = json!(strings[6]);
-                spec["serviceAccountName"] = json!(strings[7]);
-            }
-            spec
-        }
+    /// Optional parts of a spec, each present or not.
+    fn optional() -> V {
+        (
+            prop::collection::vec(any::<bool>(), 8),
+            (
+                text("[a-z][a-z0-9-]{0,20}"),
+                text("[a-z]{1,10}"),
+                text("[a-z]{1,10}(\\.[a-z]{2,5}){1,2}"),
+            ),
+            (
+                text("/[a-z]{1,10}"),
+                text("[1-9][0-9]?s"),
+                map(label_value()),
+            ),
+            (quantity(), int(1..9)),
+            (
+                text("[a-z][a-z0-9-]{0,20}"),
+                text("[a-z][a-z0-9-]{0,20}"),
+                text("[a-z][a-z0-9-]{0,20}"),
+            ),
+            text("[a-z0-9]{1,20}(/[a-z0-9]{1,10})?"),
+        )
+            .prop_map(|(flags, gw, mon, (shm, tp), names, sub_path)| {
+                let mut extra = serde_json::Map::new();
+                if flags[0] {
+                    extra.insert(
+                        "gatewayRef".into(),
+                        json!({"name": gw.0, "sectionName": gw.1, "host": gw.2}),
+                    );
+                }
+                if flags[1] {
+                    extra.insert(
+                        "monitoring".into(),
+                        json!({"enabled": flags[2], "path": mon.0, "interval": mon.1,
+                               "labels": mon.2}),
+                    );
+                }
+                if flags[3] {
+                    extra.insert("shmSize".into(), shm);
+                }
+                if flags[4] {
+                    extra.insert("engineArgs".into(), json!({"tensorParallelSize": tp}));
+                }
+                if flags[5] {
+                    extra.insert("schedulerName".into(), names.0);
+                    extra.insert("runtimeClassName".into(), names.1);
+                    extra.insert("serviceAccountName".into(), names.2);
+                }
+                if flags[6] {
+                    extra.insert("storage".into(), json!({"subPath": sub_path}));
+                }
+                extra.insert("hostIPC".into(), json!(flags[7]));
+                Value::Object(extra)
+            })
+            .boxed()
+    }
+
+    fn spec() -> V {
+        (
+            (
+                text("[a-z0-9./:-]{1,40}"),
+                text("/data/models/[A-Za-z0-9._-]{1,30}"),
+                text("[a-zA-Z0-9./_-]{1,30}"),
+                int(0..5),
+                int(1..65536),
+            ),
+            (
+                text("[a-z][a-z0-9-]{0,20}"),
+                text("/[a-z/]{1,30}"),
+                any::<bool>(),
+            ),
+            (
+                map(label_value()),
+                map(label_value()),
+                map(text("[ -~]{0,40}")),
+            ),
+            (resources(), env()),
+            (
+                int(1..100_000),
+                int(1..1000),
+                text("0\\.[1-9][0-9]?"),
+                extra_args(),
+            ),
+            (probe(), probe(), probe()),
+            optional(),
+        )
+            .prop_map(
+                |(
+                    (image, model_path, model_name, replicas, port),
+                    (pvc, mount, read_only),
+                    (labels, node_selector, pod_annotations),
+                    (resources, env),
+                    (max_len, max_seqs, gpu_util, extra_args),
+                    (startup, liveness, readiness),
+                    optional,
+                )| {
+                    let mut spec = json!({
+                        "image": image, "modelPath": model_path, "modelName": model_name,
+                        "replicas": replicas, "port": port,
+                        "storage": {"pvcName": pvc, "mountPath": mount, "readOnly": read_only},
+                        "labels": labels, "nodeSelector": node_selector,
+                        "podAnnotations": pod_annotations,
+                        "resources": resources, "env": env,
+                        "engineArgs": {"maxModelLen": max_len, "maxNumSeqs": max_seqs,
+                                       "gpuMemoryUtilization": gpu_util,
+                                       "extraArgs": extra_args},
+                        "startupProbe": startup, "livenessProbe": liveness,
+                        "readinessProbe": readiness,
+                    });
+                    for (k, v) in optional.as_object().unwrap() {
+                        match (spec.get_mut(k), v) {
+                            (Some(Value::Object(have)), Value::Object(more)) => {
+                                have.extend(more.clone());
+                            }
+                            _ => spec[k] = v.clone(),
+                        }
+                    }
+                    spec
+                },
+            )
+            .boxed()
     }
 
     /// 4xx answers are the API server rejecting the input; anything else is a failure.
@@ -1584,8 +1924,19 @@ mod bad_input {
         .map_err(|e| e.to_string())
     }
 
-    /// One generated case; Ok(true) when the API server accepted the VLLMService.
-    async fn case(fx: &Fx, name: &str, spec: Value) -> Result<bool, TestCaseError> {
+    /// What happened to one generated spec.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+    enum Outcome {
+        /// The API server refused the VLLMService.
+        Rejected,
+        /// Accepted, but the operator's validation refuses it (reported as InvalidSpec).
+        ReportedInvalid,
+        /// Accepted, and every object the operator renders for it is accepted too.
+        Rendered,
+    }
+
+    /// One generated case.
+    async fn case(fx: &Fx, name: &str, spec: Value) -> Result<Outcome, TestCaseError> {
         let body = json!({"apiVersion": "aiinfra.example.com/v1alpha1", "kind": "VLLMService",
                           "metadata": {"name": name, "namespace": fx.ns}, "spec": spec});
         // Whatever our types can read must never panic validation.
@@ -1605,7 +1956,15 @@ mod bad_input {
             .await
         {
             Ok(stored) => stored,
-            Err(e) if rejected(&e) => return Ok(false),
+            Err(e) if rejected(&e) => {
+                if std::env::var_os("VLLM_FAULTS_DEBUG").is_some() {
+                    eprintln!(
+                        "rejected: {}",
+                        e.to_string().chars().take(400).collect::<String>()
+                    );
+                }
+                return Ok(Outcome::Rejected);
+            }
             Err(e) => return Err(TestCaseError::fail(format!("the API server failed: {e}"))),
         };
         let stored = serde_json::to_value(&stored).unwrap();
@@ -1614,11 +1973,12 @@ mod bad_input {
                 "the API server accepted an object the operator cannot read: {e}"
             ))
         })?;
-        vllmservice_api::validate(&vs).map_err(|e| {
-            TestCaseError::fail(format!(
-                "the API server accepted a spec the operator calls invalid: {e}"
-            ))
-        })?;
+        // What the CRD cannot check (e.g. that the name is also a valid Service
+        // name) the operator's own validation catches: it reports InvalidSpec in
+        // status and renders nothing. That is handled, not a failure.
+        if vllmservice_api::validate(&vs).is_err() {
+            return Ok(Outcome::ReportedInvalid);
+        }
         if vs.metadata.uid.is_none() {
             vs.metadata.uid = Some("00000000-0000-0000-0000-000000000001".into());
         }
@@ -1650,9 +2010,17 @@ mod bad_input {
                 refused.join("\n")
             )));
         }
-        Ok(true)
+        Ok(Outcome::Rendered)
     }
 
+    /// KNOWN OPERATOR BUG (reported, docs/reliability.md): the CRD accepts
+    /// values the operator copies into the pod template or HTTPRoute where the
+    /// API server refuses them (runtimeClassName, serviceAccountName, env names,
+    /// secretKeyRef name/key, resource names and quantities, requests above
+    /// limits, gatewayRef.sectionName); the operator then fails every reconcile
+    /// as `transient`, with no Deployment, no Service and no status. This test
+    /// fails until that is fixed. `VLLM_FAULTS_EXPLORE=1` lists every kind of
+    /// failure found instead of stopping at the first.
     #[test]
     fn generated_specs_never_panic_and_what_is_accepted_renders_accepted_objects() {
         testkit::install_crds();
@@ -1671,26 +2039,93 @@ mod bad_input {
             max_shrink_iters: 200,
             ..Config::default()
         });
-        let accepted = std::cell::Cell::new(0usize);
+        let outcomes: std::cell::RefCell<BTreeMap<Outcome, usize>> = Default::default();
+        let failed = std::cell::Cell::new(0usize);
+        // VLLM_FAULTS_EXPLORE=1: run every case, collect each distinct failure
+        // (one example each) instead of stopping and shrinking at the first.
+        let explore = std::env::var_os("VLLM_FAULTS_EXPLORE").is_some();
+        let found: std::cell::RefCell<BTreeMap<String, (usize, String)>> = Default::default();
         let started = Instant::now();
         let result = runner.run(&(name(), spec()), |(name, spec)| {
-            let ok = rt.block_on(case(&fx, &name, spec))?;
-            if ok {
-                accepted.set(accepted.get() + 1);
+            let outcome = rt.block_on(case(&fx, &name, spec.clone()));
+            match &outcome {
+                Ok(o) => *outcomes.borrow_mut().entry(*o).or_default() += 1,
+                Err(_) => failed.set(failed.get() + 1),
             }
-            Ok(())
+            match outcome {
+                Err(e) if explore => {
+                    let text = e.to_string();
+                    let key = failure_class(&text);
+                    let mut found = found.borrow_mut();
+                    let entry = found
+                        .entry(key)
+                        .or_insert_with(|| (0, format!("{text}\ninput: {name} {spec}")));
+                    entry.0 += 1;
+                    Ok(())
+                }
+                other => other.map(|_| ()),
+            }
         });
-        let mut report = Report::new("6a. bad input (generated specs)", cases as usize);
+        for (class, (n, example)) in found.borrow().iter() {
+            eprintln!(
+                "faults: 6a {n}x {class}\n  e.g. {}",
+                example.chars().take(3000).collect::<String>()
+            );
+        }
+        let count = |o: Outcome| outcomes.borrow().get(&o).copied().unwrap_or(0);
+        let mut report = Report::new(
+            "6a. bad input (generated specs)",
+            outcomes.borrow().values().sum::<usize>() + failed.get(),
+        );
         report.injected = format!(
-            "{cases} generated specs (unicode, 20k-char strings, up to 400 labels, wrong types); {} accepted by the API server, their Deployment/Service/HTTPRoute/ServiceMonitor/PrometheusRule dry-run created",
-            accepted.get()
+            "generated specs (unicode, 20k-char strings, up to 400 labels, wrong types): {} refused by the API server, {} accepted and reported InvalidSpec by the operator, {} accepted with every rendered child accepted (dry run), {} accepted with a rendered child refused or the API server failing",
+            count(Outcome::Rejected),
+            count(Outcome::ReportedInvalid),
+            count(Outcome::Rendered),
+            failed.get()
         );
         report.time = Some(started.elapsed());
         match result {
-            Ok(()) => report.converged = true,
+            Ok(()) if found.borrow().is_empty() => report.converged = true,
+            Ok(()) => report.details.push(format!(
+                "{} kinds of failure (see the faults: 6a lines)",
+                found.borrow().len()
+            )),
             Err(e) => report.details.push(format!("{e}")),
         }
         report.finish();
+    }
+
+    /// A failure's class: what failed and the field named, without values.
+    fn failure_class(text: &str) -> String {
+        let what = text.lines().next().unwrap_or_default();
+        let what: String = what.chars().take(90).collect();
+        let fields: BTreeSet<String> = text
+            .split("field: \"")
+            .skip(1)
+            .filter_map(|rest| rest.split('"').next())
+            .map(|f| {
+                // env[3] -> env[]
+                let mut out = String::new();
+                let mut skipping = false;
+                for c in f.chars() {
+                    match c {
+                        '[' => {
+                            skipping = true;
+                            out.push('[');
+                        }
+                        ']' => {
+                            skipping = false;
+                            out.push(']');
+                        }
+                        _ if skipping => {}
+                        _ => out.push(c),
+                    }
+                }
+                out
+            })
+            .collect();
+        format!("{what} {fields:?}")
     }
 }
 
@@ -1705,6 +2140,10 @@ fn loose_crd() -> Value {
             "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
         }
     });
+    // The scale subresource checks spec.replicas itself: an older CRD without it.
+    if let Some(sub) = crd["spec"]["versions"][0]["subresources"].as_object_mut() {
+        sub.remove("scale");
+    }
     crd
 }
 
@@ -1739,11 +2178,17 @@ fn kubectl_apply_stdin(cluster: &PrivateCluster, body: &str) {
     );
 }
 
+/// KNOWN OPERATOR BUG (reported, docs/reliability.md): an object stored with a
+/// field of the wrong type (`storage: "nope"`) is never reported: the
+/// server-side apply of its status fails with HTTP 500 ("failed to create typed
+/// live object ... .spec.storage: expected map") and is retried forever as
+/// `transient`. (Written while the loose schema is still installed, the same
+/// status would go through.) This test fails until that is fixed.
 #[tokio::test]
 async fn objects_stored_with_validation_bypassed_are_reported_and_others_still_served() {
     let _one_at_a_time = PRIVATE_CLUSTER.lock().await;
     let cluster = PrivateCluster::start("faults-loose-crd");
-    cluster.install_crds();
+    install_crds_on(&cluster).await;
     let client = cluster.client().await;
     let fx = Fx {
         client: client.clone(),
@@ -1755,6 +2200,9 @@ async fn objects_stored_with_validation_bypassed_are_reported_and_others_still_s
         Operator::start_with_config(testkit::config_for(cluster.kubeconfig()).await, &fx.ns).await;
     fx.create(small_service("good", "models")).await;
     fx.wait_for("good", "Available", is_available).await;
+    // The objects are stored while no operator runs, as when they were written
+    // long ago under an older CRD; the operator meets them under the real one.
+    operator.stop().await;
 
     // Swap in the loose CRD and store what the real one would refuse.
     kubectl_apply_stdin(&cluster, &loose_crd().to_string());
@@ -1776,15 +2224,21 @@ async fn objects_stored_with_validation_bypassed_are_reported_and_others_still_s
         body["metadata"]["namespace"] = json!(fx.ns);
         let obj: DynamicObject = serde_json::from_value(body).unwrap();
         // The new schema takes effect a moment after the CRD update.
-        wait_until(
-            common::WAIT,
-            "the loose schema to accept the object",
-            || async { raw.create(&PostParams::default(), &obj).await.ok() },
-        )
-        .await;
+        let deadline = Instant::now() + common::WAIT;
+        loop {
+            match raw.create(&PostParams::default(), &obj).await {
+                Ok(_) => break,
+                Err(e) if Instant::now() >= deadline => {
+                    panic!("the loose schema did not accept {name}: {e}")
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
     }
-    cluster.install_crds();
+    install_crds_on(&cluster).await;
     let reinstalled = Instant::now();
+    let operator =
+        Operator::start_with_config(testkit::config_for(cluster.kubeconfig()).await, &fx.ns).await;
     // The real schema is back: the same object is refused again.
     let probe = {
         let mut body = small_service("probe", "models");
@@ -1809,23 +2263,37 @@ async fn objects_stored_with_validation_bypassed_are_reported_and_others_still_s
     .await;
 
     let mut report = Report::new("6b. bad input (validation bypassed)", bad.len() + 2);
-    let mut details = Vec::new();
+    let mut unreported = Vec::new();
     for (name, _) in &bad {
-        let reported = wait_until(common::WAIT, "InvalidSpec in status", || async {
-            let obj = raw.get(name).await.ok()?;
-            let status = obj.data.get("status")?;
-            let degraded = status["conditions"]
-                .as_array()?
-                .iter()
-                .find(|c| c["type"] == "Degraded")?;
-            (degraded["status"] == "True"
+        let deadline = Instant::now() + common::WAIT;
+        loop {
+            let obj = raw.get(name).await.ok();
+            let status = obj.as_ref().and_then(|o| o.data.get("status"));
+            let degraded = status
+                .and_then(|s| s["conditions"].as_array())
+                .and_then(|cs| cs.iter().find(|c| c["type"] == "Degraded"));
+            if let (Some(status), Some(degraded)) = (status, degraded)
+                && degraded["status"] == "True"
                 && degraded["reason"] == "InvalidSpec"
-                && status["phase"] == "Failed")
-                .then(|| degraded["message"].as_str().unwrap_or_default().to_string())
-        })
-        .await;
-        eprintln!("faults: {name}: Degraded=True/InvalidSpec: {reported}");
-        details.push(format!("{name}: {reported}"));
+                && status["phase"] == "Failed"
+            {
+                eprintln!(
+                    "faults: {name}: Degraded=True/InvalidSpec: {}",
+                    degraded["message"].as_str().unwrap_or_default()
+                );
+                break;
+            }
+            if Instant::now() >= deadline {
+                unreported.push(format!(
+                    "{name} not reported as InvalidSpec within {:?}: generation {:?}, status {}",
+                    common::WAIT,
+                    obj.as_ref().and_then(|o| o.metadata.generation),
+                    status.map(Value::to_string).unwrap_or_default()
+                ));
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
     // Others are still served: a new one converges and a change is followed.
     fx.create(small_service("good2", "models")).await;
@@ -1870,6 +2338,10 @@ async fn objects_stored_with_validation_bypassed_are_reported_and_others_still_s
         report.details.push(format!(
             "a hot loop: {errs} errors, {reconciles} reconciles in 10 s"
         ));
+    }
+    if !unreported.is_empty() {
+        report.converged = false;
+        report.details.extend(unreported);
     }
     report.add_audit(&audit_dynamic_children(&client, &fx.ns).await);
     operator.stop().await;

@@ -1,0 +1,478 @@
+//! Leader election with two operator processes on the local cluster (issue 6):
+//! only the leader writes; when it is killed (SIGKILL) the other takes over
+//! once the lease expires and converges the change made meanwhile; when it is
+//! stopped (SIGTERM) it releases the lease, so the other takes over sooner.
+//! Takeover times are printed (`--nocapture`), and appended to
+//! `$VLLM_FAULTS_REPORT` when set (see `hack/faults.sh`). Neither process may
+//! log a secret value.
+
+use std::{
+    fs::File,
+    io::Write as _,
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::{
+    api::{
+        apps::v1::Deployment,
+        coordination::v1::Lease,
+        core::v1::{PersistentVolume, PersistentVolumeClaim, Secret},
+    },
+    serde_json::{self, json},
+};
+use kube::{
+    Api, Client,
+    api::{Patch, PatchParams, PostParams},
+};
+use testkit::TestNamespace;
+use vllmservice_api::VLLMService;
+
+const BIN: &str = env!("CARGO_BIN_EXE_vllmservice-operator");
+/// Generous bounds: these are convergence checks, not performance assertions.
+const WAIT: Duration = Duration::from_secs(60);
+const LEASE_SECONDS: u64 = 6;
+
+/// One operator process; killed (SIGKILL) when dropped.
+struct OperatorProcess {
+    name: String,
+    child: Child,
+    metrics: String,
+    log: PathBuf,
+}
+
+impl OperatorProcess {
+    fn start(name: &str, ns: &str, lease: &str) -> OperatorProcess {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let metrics = format!("127.0.0.1:{port}");
+        let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("leader-election-{ns}-{name}.log"));
+        let out = File::create(&log).expect("create the log file");
+        let err = out.try_clone().expect("clone the log file");
+        let child = Command::new(BIN)
+            .args(["run", "--watch-namespace", ns])
+            .args(["--leader-election-namespace", ns])
+            .args(["--leader-election-lease-name", lease])
+            .args([
+                "--leader-election-lease-duration-seconds",
+                &LEASE_SECONDS.to_string(),
+            ])
+            .args(["--leader-election-renew-grace-seconds", "2"])
+            .args(["--metrics-addr", &metrics])
+            .args(["--instance", name])
+            .env("KUBECONFIG", testkit::cluster().kubeconfig())
+            // Debug logs too: more places a secret could slip into.
+            .env("RUST_LOG", "info,vllmservice_controller=debug")
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .expect("start the operator binary");
+        OperatorProcess {
+            name: name.into(),
+            child,
+            metrics,
+            log,
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The body of `/metrics`, once the process serves it.
+    async fn scrape(&self) -> Option<String> {
+        let addr = self.metrics.clone();
+        tokio::task::spawn_blocking(move || {
+            use std::io::Read;
+            let mut stream = std::net::TcpStream::connect(&addr).ok()?;
+            stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+            stream
+                .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+                .ok()?;
+            let mut response = String::new();
+            stream.read_to_string(&mut response).ok()?;
+            let (head, body) = response.split_once("\r\n\r\n")?;
+            head.starts_with("HTTP/1.1 200").then(|| body.to_string())
+        })
+        .await
+        .ok()?
+    }
+
+    /// `vllmservice_operator_leader` (None while /metrics is not served).
+    async fn leader(&self) -> Option<i64> {
+        let body = self.scrape().await?;
+        body.lines()
+            .find_map(|l| l.strip_prefix("vllmservice_operator_leader "))
+            .and_then(|v| v.trim().parse().ok())
+    }
+
+    /// Every `vllmservice_operator_write_requests_total` series, summed.
+    async fn writes(&self) -> Option<(u64, Vec<String>)> {
+        let body = self.scrape().await?;
+        let series: Vec<String> = body
+            .lines()
+            .filter(|l| l.starts_with("vllmservice_operator_write_requests_total{"))
+            .map(str::to_owned)
+            .collect();
+        let total = series
+            .iter()
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>() as u64;
+        Some((total, series))
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn log_tail(&self) -> String {
+        let text = self.log_text();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+
+    /// Sends SIGTERM (graceful shutdown).
+    fn terminate(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -TERM {} failed", self.pid());
+    }
+
+    /// Waits up to `timeout` for the process to exit; its exit status.
+    async fn exited(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for OperatorProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Polls `check` every 100 ms until it returns Some, or fails after `timeout`
+/// with `what` and the processes' log tails.
+async fn wait<T, F, Fut>(what: &str, procs: &[&OperatorProcess], mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        if Instant::now() >= deadline {
+            let logs: Vec<String> = procs
+                .iter()
+                .map(|p| format!("--- {} ({}):\n{}", p.name, p.log.display(), p.log_tail()))
+                .collect();
+            panic!(
+                "timed out after {WAIT:?} waiting for {what}\n{}",
+                logs.join("\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// What a test works with: a namespace with a bound PVC and a Secret, and the
+/// secret-looking values that must never be logged.
+struct Setup {
+    client: Client,
+    ns: TestNamespace,
+    lease: String,
+    secret_value: String,
+    literal_value: String,
+}
+
+impl Setup {
+    async fn new(prefix: &str) -> Setup {
+        testkit::install_crds();
+        let client = testkit::client().await;
+        let ns = TestNamespace::new(&client, prefix).await;
+        let name = ns.name.clone();
+        let pv: PersistentVolume = serde_json::from_value(json!({
+            "metadata": {"name": format!("{name}-models")},
+            "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadOnlyMany"],
+                     "storageClassName": "static-models", "hostPath": {"path": "/data/models"},
+                     "persistentVolumeReclaimPolicy": "Delete",
+                     "claimRef": {"namespace": name, "name": "models"}}
+        }))
+        .unwrap();
+        Api::<PersistentVolume>::all(client.clone())
+            .create(&PostParams::default(), &pv)
+            .await
+            .unwrap();
+        let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
+            "metadata": {"name": "models"},
+            "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "static-models",
+                     "resources": {"requests": {"storage": "10Gi"}}}
+        }))
+        .unwrap();
+        Api::<PersistentVolumeClaim>::namespaced(client.clone(), &name)
+            .create(&PostParams::default(), &pvc)
+            .await
+            .unwrap();
+        let secret_value = format!("hf_FROMSECRET{}", testkit::random_suffix());
+        let literal_value = format!("hf_LITERAL{}", testkit::random_suffix());
+        let secret: Secret = serde_json::from_value(json!({
+            "metadata": {"name": "hf"}, "stringData": {"token": secret_value}
+        }))
+        .unwrap();
+        Api::<Secret>::namespaced(client.clone(), &name)
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap();
+        Setup {
+            client,
+            lease: format!("leader-{}", testkit::random_suffix()),
+            ns,
+            secret_value,
+            literal_value,
+        }
+    }
+
+    fn services(&self) -> Api<VLLMService> {
+        Api::namespaced(self.client.clone(), &self.ns.name)
+    }
+
+    async fn create_service(&self, name: &str) {
+        let vs: VLLMService = serde_json::from_value(json!({
+            "apiVersion": "aiinfra.example.com/v1alpha1", "kind": "VLLMService",
+            "metadata": {"name": name},
+            "spec": {
+                "image": "vllm/vllm-openai:v0.11.0",
+                "modelPath": "/data/models/Qwen2.5-1.5B-Instruct",
+                "modelName": "qwen2.5-1.5b-instruct",
+                "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                "storage": {"pvcName": "models", "mountPath": "/data/models"},
+                "env": [
+                    {"name": "HF_TOKEN", "value": self.literal_value},
+                    {"name": "HUGGING_FACE_HUB_TOKEN",
+                     "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}
+                ]
+            }
+        }))
+        .unwrap();
+        self.services()
+            .create(&PostParams::default(), &vs)
+            .await
+            .unwrap();
+    }
+
+    /// Some(()) when the VLLMService is Available at its generation with `ready` ("2/2").
+    async fn available(&self, name: &str, ready: &str) -> Option<()> {
+        let vs = self.services().get(name).await.ok()?;
+        let st = vs.status.as_ref()?;
+        let available = st
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Available" && c.status == "True");
+        (available
+            && st.observed_generation == vs.metadata.generation
+            && st.ready.as_deref() == Some(ready))
+        .then_some(())
+    }
+
+    async fn deployment_replicas(&self, name: &str) -> Option<i32> {
+        Api::<Deployment>::namespaced(self.client.clone(), &self.ns.name)
+            .get(name)
+            .await
+            .ok()?
+            .spec?
+            .replicas
+    }
+
+    async fn lease_holder(&self) -> Option<String> {
+        Api::<Lease>::namespaced(self.client.clone(), &self.ns.name)
+            .get(&self.lease)
+            .await
+            .ok()?
+            .spec?
+            .holder_identity
+    }
+
+    /// Neither process logged a secret value.
+    fn assert_no_secret_in_logs(&self, procs: &[&OperatorProcess]) {
+        for p in procs {
+            let log = p.log_text();
+            assert!(!log.is_empty(), "{} logged nothing", p.name);
+            for (what, value) in [
+                ("the Secret's value", &self.secret_value),
+                ("the literal HF_TOKEN", &self.literal_value),
+            ] {
+                assert!(
+                    !log.contains(value.as_str()),
+                    "{} logged {what} ({})",
+                    p.name,
+                    p.log.display()
+                );
+            }
+        }
+    }
+}
+
+/// Starts `a`, waits until it leads, then starts `b`; creates a VLLMService and
+/// waits until it is Available; checks that only `a` leads and `b` never wrote.
+async fn two_replicas_one_leader(setup: &Setup) -> (OperatorProcess, OperatorProcess) {
+    let ns = &setup.ns.name;
+    let a = OperatorProcess::start("a", ns, &setup.lease);
+    wait("a to lead", &[&a], || async {
+        (a.leader().await == Some(1)).then_some(())
+    })
+    .await;
+    let b = OperatorProcess::start("b", ns, &setup.lease);
+    wait("b to serve /metrics", &[&a, &b], || async {
+        b.leader().await.map(|_| ())
+    })
+    .await;
+    setup.create_service("chat").await;
+    wait("chat to be Available", &[&a, &b], || async {
+        setup.available("chat", "1/1").await
+    })
+    .await;
+    assert_eq!(a.leader().await, Some(1), "a leads");
+    assert_eq!(b.leader().await, Some(0), "b does not lead");
+    assert_eq!(setup.lease_holder().await.as_deref(), Some("a"));
+    let (a_writes, _) = a.writes().await.unwrap();
+    let (b_writes, b_series) = b.writes().await.unwrap();
+    assert!(a_writes > 0, "the leader wrote nothing");
+    assert_eq!(b_writes, 0, "the follower wrote: {b_series:?}");
+    (a, b)
+}
+
+/// Times from `t0` until b leads, the Deployment has 2 replicas, and the
+/// VLLMService is Available with 2/2.
+async fn takeover(
+    setup: &Setup,
+    a: &OperatorProcess,
+    b: &OperatorProcess,
+    t0: Instant,
+) -> [Duration; 3] {
+    setup
+        .services()
+        .patch(
+            "chat",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 2}})),
+        )
+        .await
+        .unwrap();
+    let (mut leads, mut deployment, mut converged) = (None, None, None);
+    let deadline = Instant::now() + WAIT;
+    while converged.is_none() {
+        if leads.is_none() && b.leader().await == Some(1) {
+            leads = Some(t0.elapsed());
+        }
+        if deployment.is_none() && setup.deployment_replicas("chat").await == Some(2) {
+            deployment = Some(t0.elapsed());
+        }
+        if deployment.is_some() && setup.available("chat", "2/2").await.is_some() {
+            converged = Some(t0.elapsed());
+        }
+        if Instant::now() >= deadline {
+            panic!(
+                "no takeover within {WAIT:?}: b leads {leads:?}, Deployment scaled {deployment:?}\n--- a:\n{}\n--- b:\n{}",
+                a.log_tail(),
+                b.log_tail()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    [leads.unwrap(), deployment.unwrap(), converged.unwrap()]
+}
+
+/// Prints the figures and appends a row to `$VLLM_FAULTS_REPORT` (the table of
+/// `docs/reliability.md`).
+fn report(scenario: &str, injected: &str, times: [Duration; 3]) {
+    let [leads, deployment, converged] = times.map(|t| t.as_secs_f64());
+    eprintln!(
+        "leader election: {scenario}: the other replica leads after {leads:.1} s, Deployment follows the pending change after {deployment:.1} s, Available 2/2 after {converged:.1} s"
+    );
+    if let Ok(path) = std::env::var("VLLM_FAULTS_REPORT") {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .unwrap_or_else(|e| panic!("opening {path}: {e}"));
+        writeln!(
+            f,
+            "| {scenario} | {injected}; new leader after {leads:.1} s, Deployment changed after {deployment:.1} s | 1 | yes | {converged:.1} s | 0 | 0 | 0 | 0 | 0 | 0 |"
+        )
+        .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn killed_leader_is_replaced_and_the_pending_change_converges() {
+    let setup = Setup::new("le-kill").await;
+    let (mut a, b) = two_replicas_one_leader(&setup).await;
+
+    let t0 = Instant::now();
+    a.child.kill().expect("SIGKILL the leader");
+    a.exited(Duration::from_secs(10))
+        .await
+        .expect("the killed leader exits");
+    let times = takeover(&setup, &a, &b, t0).await;
+    report(
+        "L1. leader failover (SIGKILL)",
+        &format!(
+            "2 replicas, lease {LEASE_SECONDS} s / renew grace 2 s; the leader SIGKILLed, then replicas 1→2"
+        ),
+        times,
+    );
+    assert_eq!(setup.lease_holder().await.as_deref(), Some("b"));
+    setup.assert_no_secret_in_logs(&[&a, &b]);
+}
+
+#[tokio::test]
+async fn a_terminated_leader_releases_the_lease_and_the_other_takes_over() {
+    let setup = Setup::new("le-term").await;
+    let (mut a, b) = two_replicas_one_leader(&setup).await;
+
+    let t0 = Instant::now();
+    a.terminate();
+    let status = a
+        .exited(Duration::from_secs(30))
+        .await
+        .unwrap_or_else(|| panic!("a did not exit after SIGTERM:\n{}", a.log_tail()));
+    let exit = t0.elapsed();
+    assert!(
+        status.success(),
+        "a exited with {status} after SIGTERM:\n{}",
+        a.log_tail()
+    );
+    eprintln!(
+        "leader election: SIGTERM: a exited ({status}) after {:.1} s",
+        exit.as_secs_f64()
+    );
+    let times = takeover(&setup, &a, &b, t0).await;
+    report(
+        "L2. leader handover (SIGTERM)",
+        &format!(
+            "2 replicas, lease {LEASE_SECONDS} s; the leader sent SIGTERM (exited in {:.1} s, lease released), then replicas 1→2",
+            exit.as_secs_f64()
+        ),
+        times,
+    );
+    assert_eq!(setup.lease_holder().await.as_deref(), Some("b"));
+    setup.assert_no_secret_in_logs(&[&a, &b]);
+}
