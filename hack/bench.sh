@@ -20,7 +20,8 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 export VLLM_CLUSTER_DIR=$repo/target/cluster-bench
 ts=$(date -u +%Y%m%dT%H%M%SZ)
-cmd="hack/bench.sh${*:+ $*}"
+cmd="hack/bench.sh"
+for a in "$@"; do cmd+=" $(printf '%q' "$a")"; done
 
 case "${1:-}" in
   -h|--help)

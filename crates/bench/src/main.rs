@@ -300,6 +300,17 @@ fn versions(repo: &std::path::Path, operator_bin: &std::path::Path) -> BTreeMap<
         run(&operator_bin.to_string_lossy(), &["--version"]),
     );
     v.insert("rustc".into(), run("rustc", &["--version"]));
+    // Which build exactly: two invocations with the same hash measured the same binary.
+    let sha = run("sha256sum", &[&operator_bin.to_string_lossy()]);
+    v.insert(
+        "operator binary sha256".into(),
+        sha.split_whitespace()
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take(12)
+            .collect(),
+    );
     for (name, module, file) in [
         (
             "kubernetes",
@@ -587,6 +598,14 @@ async fn one_run(
         f.insert(
             "machine_busy_pct".into(),
             100.0 * (b1 - b0) as f64 / (t1j - t0j) as f64,
+        );
+    }
+    if let Some(busy_pct) = f.get("machine_busy_pct").copied() {
+        // Cores busy with anything else (builds, other tests): the run's noise.
+        let cores = procfs::Machine::read().cores as f64;
+        f.insert(
+            "other_processes_cores".into(),
+            (cores * busy_pct / 100.0 - busy_s / t_end).max(0.0),
         );
     }
     if busy_s > 0.0 {

@@ -140,6 +140,11 @@ pub const FIGURES: &[(&str, &str, usize)] = &[
     ),
     ("machine_busy_pct", "machine CPU busy during run (%)", 0),
     (
+        "other_processes_cores",
+        "cores used by other processes during run (noise)",
+        2,
+    ),
+    (
         "apiserver_cpu_share_pct",
         "kube-apiserver share of busy CPU (%)",
         0,
@@ -150,6 +155,9 @@ pub const FIGURES: &[(&str, &str, usize)] = &[
         0,
     ),
 ];
+
+/// The highest finite bucket of the operator's reconcile duration histogram, in ms.
+pub const RECONCILE_TOP_BUCKET_MS: f64 = 10_000.0;
 
 pub fn median(values: &mut Vec<f64>) -> Option<f64> {
     values.retain(|v| v.is_finite());
@@ -306,7 +314,16 @@ pub fn markdown(r: &Report) -> String {
             let cell = size
                 .summary
                 .get(*key)
-                .map(|st| fmt_stat(st, *decimals))
+                .map(|st| {
+                    // The operator's histogram ends at 10 s: a quantile there is a floor.
+                    let capped =
+                        key.starts_with("reconcile_p") && st.max >= RECONCILE_TOP_BUCKET_MS;
+                    format!(
+                        "{}{}",
+                        if capped { "≥ " } else { "" },
+                        fmt_stat(st, *decimals)
+                    )
+                })
                 .unwrap_or("–".into());
             let _ = write!(s, " {cell} |");
         }

@@ -461,8 +461,9 @@ async fn a_terminated_leader_releases_the_lease_and_the_other_takes_over() {
         a.log_tail()
     );
     eprintln!(
-        "leader election: SIGTERM: a exited ({status}) after {:.1} s",
-        exit.as_secs_f64()
+        "leader election: SIGTERM: a exited ({status}) after {:.1} s; lease holder then: {:?}",
+        exit.as_secs_f64(),
+        setup.lease_holder().await
     );
     let times = takeover(&setup, &a, &b, t0).await;
     report(

@@ -66,14 +66,48 @@ where
         Some(_) => Applied::Updated,
         None => Applied::Created,
     };
-    let live = api
+    let live = live.filter(|_| outcome == Applied::Updated);
+    let applied = api
         .patch(
             &name,
             &PatchParams::apply(FIELD_MANAGER).force(),
             &Patch::Apply(&desired),
         )
-        .await?;
-    Ok((outcome, Some(live)))
+        .await;
+    match (applied, live) {
+        (Ok(object), _) => Ok((outcome, Some(object))),
+        // A hand edit can leave list entries owned by another manager next to ours
+        // (e.g. a second Service port named "http"), which apply cannot remove and
+        // the API server refuses. Replace the object with what we want, keeping the
+        // labels and annotations others added.
+        (Err(kube::Error::Api(e)), Some(live)) if e.code == 422 => {
+            let mut replacement = desired.clone();
+            let meta = &mut replacement["metadata"];
+            meta["resourceVersion"] = live.resource_version().into();
+            for key in ["labels", "annotations"] {
+                let mut merged = serde_json::to_value(live.meta())
+                    .ok()
+                    .and_then(|m| m.get(key).cloned())
+                    .unwrap_or_else(|| Value::Object(Default::default()));
+                if let (Value::Object(m), Some(Value::Object(ours))) = (&mut merged, meta.get(key))
+                {
+                    m.extend(ours.clone());
+                }
+                meta[key] = merged;
+            }
+            let replacement: K = serde_json::from_value(replacement)
+                .expect("the desired object deserializes as its own kind");
+            let params = kube::api::PostParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..Default::default()
+            };
+            Ok((
+                Applied::Updated,
+                Some(api.replace(&name, &params, &replacement).await?),
+            ))
+        }
+        (Err(e), _) => Err(e),
+    }
 }
 
 /// Deletes `name` if this VLLMService controls it; never touches a foreign object.

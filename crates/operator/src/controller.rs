@@ -336,7 +336,15 @@ async fn reconcile_guarded(
         namespace = obj.namespace().unwrap_or_default(),
         name = obj.name_any()
     );
-    let result = reconcile::reconcile(&obj, &ctx).instrument(span).await;
+    let result = match reconcile::reconcile(&obj, &ctx).instrument(span).await {
+        // The namespace is being deleted: the children go with it; nothing to retry.
+        Err(Error::Kube(kube::Error::Api(e)))
+            if e.code == 403 && e.message.contains("being terminated") =>
+        {
+            Ok(Action::await_change())
+        }
+        other => other,
+    };
     ctx.metrics
         .reconcile_duration
         .observe(started.elapsed().as_secs_f64());

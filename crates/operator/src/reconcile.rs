@@ -29,7 +29,7 @@ use crate::{
     conditions::Status,
     controller::Context,
     diagnose,
-    error::Result,
+    error::{Error, Result},
     names, optional, route,
     status::{self, Conflict, Feature, Observed, RouteNames, Storage},
 };
@@ -54,6 +54,25 @@ pub async fn reconcile(obj: &DeserializeGuard<VLLMService>, ctx: &Context) -> Re
         return Ok(Action::await_change());
     }
 
+    match converge(vs, &api, ctx).await {
+        // The API server refused an object built from a spec the CRD accepted (e.g. a
+        // runtimeClassName or env name it does not allow): a spec problem, reported
+        // in status; retried when the spec changes, not in a loop.
+        Err(Error::Kube(kube::Error::Api(e))) if e.code == 422 => {
+            let message = format!(
+                "the API server refused an object made from this spec: {}",
+                e.message
+            );
+            write_invalid(&api, vs, &message, ctx).await?;
+            Ok(Action::await_change())
+        }
+        other => other,
+    }
+}
+
+/// Applies every child and writes the status.
+async fn converge(vs: &VLLMService, api: &Api<VLLMService>, ctx: &Context) -> Result<Action> {
+    let ns = vs.namespace().unwrap_or_default();
     let uid = vs.uid().unwrap_or_default();
     let mut conflicts = Vec::new();
 
@@ -92,7 +111,7 @@ pub async fn reconcile(obj: &DeserializeGuard<VLLMService>, ctx: &Context) -> Re
         service_monitor_name,
     };
     let next = status::desired(vs, &observed, Timestamp::now());
-    write_status(&api, vs, next, ctx).await?;
+    write_status(api, vs, next, ctx).await?;
     Ok(match requeue {
         Requeue::Resync => Action::requeue(ctx.resync),
         Requeue::After(d) => Action::requeue(d.min(ctx.resync)),
@@ -367,8 +386,18 @@ async fn report_unreadable(
         &message,
         Timestamp::now(),
     );
-    let api: Api<VLLMService> = Api::namespaced(ctx.client.clone(), &ns);
-    patch_status_if_changed(&api, &name, previous.as_ref(), &next).await?;
+    if previous.as_ref() != Some(&next) {
+        // Not server-side apply: it needs the live object to match the schema, which
+        // this one does not (the API server answers 500). A merge patch of the status
+        // subresource does not touch the broken spec.
+        let api: Api<VLLMService> = Api::namespaced(ctx.client.clone(), &ns);
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        api.patch_status(&name, &params, &Patch::Merge(json!({ "status": next })))
+            .await?;
+    }
     Ok(())
 }
 
