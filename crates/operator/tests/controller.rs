@@ -279,28 +279,7 @@ async fn service_becomes_available_follows_changes_and_is_quiet_when_idle() {
     .await;
 
     // Idle: reconciles without a change send no write at all.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let writes = env.operator.metrics.write_total();
-    let reconciles = env.operator.metrics.reconciles.get();
-    env.api::<VLLMService>()
-        .patch(
-            "qwen",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {"touched": "1"}}})),
-        )
-        .await
-        .unwrap();
-    wait_until(WAIT, "a reconcile after the annotation", || async {
-        (env.operator.metrics.reconciles.get() > reconciles).then_some(())
-    })
-    .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(
-        env.operator.metrics.write_total(),
-        writes,
-        "writes after an unrelated annotation: {:?}",
-        env.operator.metrics.writes_by_kind()
-    );
+    env.assert_idle_reconcile_writes_nothing("qwen").await;
 
     // A restarted operator re-reconciles everything and writes nothing.
     let old = std::mem::replace(&mut env.operator, Operator::start(&env.ns.name).await);

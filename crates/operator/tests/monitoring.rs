@@ -4,13 +4,8 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::{Env, condition, gpu_service, is_available};
-use kube::{
-    ResourceExt,
-    api::{Patch, PatchParams, PostParams},
-};
+use kube::{ResourceExt, api::PostParams};
 use serde_json::{Value, json};
 use testkit::wait_until;
 use vllmservice_api::VLLMService;
@@ -98,28 +93,7 @@ async fn monitoring_makes_a_service_monitor_and_alerts_and_removes_them_when_off
     assert!(queued.as_str().unwrap().ends_with("> 10"), "{queued}");
 
     // Idle: nothing to write.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let writes = env.operator.metrics.write_total();
-    let reconciles = env.operator.metrics.reconciles.get();
-    env.api::<VLLMService>()
-        .patch(
-            "chat",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {"touched": "1"}}})),
-        )
-        .await
-        .unwrap();
-    wait_until(common::WAIT, "a reconcile after the annotation", || async {
-        (env.operator.metrics.reconciles.get() > reconciles).then_some(())
-    })
-    .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(
-        env.operator.metrics.write_total(),
-        writes,
-        "{:?}",
-        env.operator.metrics.writes_by_kind()
-    );
+    env.assert_idle_reconcile_writes_nothing("chat").await;
 
     // Thresholds follow the spec; alerts can be turned off alone.
     env.patch_spec(

@@ -230,28 +230,7 @@ async fn route_ready_follows_the_gateway_controllers_verdict_at_the_current_gene
     assert_eq!(condition(&vs, "RouteReady").unwrap().1, "Accepted");
 
     // Idle with routing on: an unrelated change causes no write.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let writes = env.operator.metrics.write_total();
-    let reconciles = env.operator.metrics.reconciles.get();
-    env.api::<VLLMService>()
-        .patch(
-            "chat",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {"touched": "1"}}})),
-        )
-        .await
-        .unwrap();
-    wait_until(FAST, "a reconcile after the annotation", || async {
-        (env.operator.metrics.reconciles.get() > reconciles).then_some(())
-    })
-    .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(
-        env.operator.metrics.write_total(),
-        writes,
-        "{:?}",
-        env.operator.metrics.writes_by_kind()
-    );
+    env.assert_idle_reconcile_writes_nothing("chat").await;
 
     // A new host bumps the route's generation: the old verdict is not trusted.
     env.patch_spec(

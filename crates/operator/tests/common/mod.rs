@@ -181,6 +181,35 @@ impl Env {
     }
 }
 
+impl Env {
+    /// Touches an annotation of `name` (no spec change), waits for the reconcile it
+    /// triggers, and asserts the operator sent no write at all.
+    pub async fn assert_idle_reconcile_writes_nothing(&self, name: &str) {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let metrics = &self.operator.metrics;
+        let (writes, reconciles) = (metrics.write_total(), metrics.reconciles.get());
+        self.api::<VLLMService>()
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {"touched": "1"}}})),
+            )
+            .await
+            .expect("annotation patch accepted");
+        testkit::wait_until(WAIT, "a reconcile after the annotation", || async {
+            (metrics.reconciles.get() > reconciles).then_some(())
+        })
+        .await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(
+            metrics.write_total(),
+            writes,
+            "writes after an unrelated annotation: {:?}",
+            metrics.writes_by_kind()
+        );
+    }
+}
+
 /// The condition of `type_`, as (status, reason, message).
 pub fn condition(vs: &VLLMService, type_: &str) -> Option<(String, String, String)> {
     vs.status
