@@ -7,10 +7,13 @@
 #   hack/faults.sh --fast          the counts the normal test command uses
 #   hack/faults.sh [--fast] NAME   only the tests whose name contains NAME
 #
-# Scenarios run one at a time (--test-threads=1) so that their figures do not
-# include each other's load. The shared cluster is started (or reused) by the
-# tests and left running; scenarios that restart kube-apiserver or replace the
-# CRD use private clusters of their own (target/cluster-faults-*).
+# The suite runs on a cluster of its own (target/cluster-faults, stopped at the
+# end), so that other test runs neither disturb it nor add to its figures; set
+# VLLM_CLUSTER_DIR to use another one (it is then left running). Scenarios that
+# restart kube-apiserver or replace the CRD start private clusters of their own
+# (target/cluster-faults-*). Scenarios run one at a time (--test-threads=1).
+# In full mode the generated-spec scenario runs every case and lists each kind
+# of failure (VLLM_FAULTS_EXPLORE=1) instead of stopping at the first.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -22,6 +25,12 @@ report=$repo/target/faults-report.md
 mkdir -p "$repo/target"
 : >"$report"
 export VLLM_FAULTS_SCALE=$scale VLLM_FAULTS_REPORT=$report
+[ $scale = fast ] || export VLLM_FAULTS_EXPLORE=${VLLM_FAULTS_EXPLORE:-1}
+if [ -z "${VLLM_CLUSTER_DIR:-}" ]; then
+  export VLLM_CLUSTER_DIR=$repo/target/cluster-faults
+  trap 'hack/cluster/cluster.sh down' EXIT
+fi
+hack/cluster/cluster.sh up
 
 status=0
 cargo test -p vllmservice-controller --test faults -- --nocapture --test-threads=1 "${filter[@]}" || status=$?
@@ -34,7 +43,8 @@ cargo test -p vllmservice-operator --test leader_election -- --nocapture --test-
   echo "| scenario | injected | objects | converged | time to converge | lost | orphaned | duplicated | overwritten | regressed | leaked |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|"
   sort "$report"
-} | tee "$report.table" >&2
+} >"$report.table"
 mv "$report.table" "$report"
+cat "$report" >&2
 [ $status = 0 ] || echo "faults: some scenarios failed (see above); the table has every scenario that reported" >&2
 exit $status

@@ -2377,6 +2377,104 @@ async fn objects_stored_with_validation_bypassed_are_reported_and_others_still_s
     report.finish();
 }
 
+/// What 6a finds, end to end: a spec the CRD accepts but whose Deployment the
+/// API server refuses is reported (Degraded=True/InvalidSpec naming the field),
+/// not retried in a loop, and converges once the spec is fixed.
+#[tokio::test]
+async fn specs_whose_children_the_api_server_refuses_are_reported_not_retried() {
+    let (fx, _ns) = shared_fx("flt-refused").await;
+    fx.bound_pvc("models").await;
+    let operator = Operator::start(&fx.ns).await;
+    let cases: [(&str, Value, &str); 3] = [
+        (
+            "bad-rtc",
+            json!({"runtimeClassName": "bad-"}),
+            "runtimeClassName",
+        ),
+        (
+            "bad-key",
+            json!({"env": [{"name": "T", "valueFrom": {"secretKeyRef": {"name": "s", "key": ".."}}}]}),
+            "secretKeyRef.key",
+        ),
+        (
+            "bad-limit",
+            json!({"resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}),
+            "resources.requests",
+        ),
+    ];
+    let started = Instant::now();
+    for (name, spec, _) in &cases {
+        let mut body = small_service(name, "models");
+        for (k, v) in spec.as_object().unwrap() {
+            body["spec"][k] = v.clone();
+        }
+        fx.create(body).await;
+    }
+    let mut report = Report::new("6c. spec accepted, child refused", cases.len());
+    report.converged = true;
+    for (name, _, field) in &cases {
+        let vs = fx
+            .wait_for(name, "Degraded=True/InvalidSpec", |vs| {
+                condition(vs, "Degraded").is_some_and(|c| c.0 == "True" && c.1 == "InvalidSpec")
+            })
+            .await;
+        let message = condition(&vs, "Degraded").unwrap().2;
+        eprintln!("faults: {name}: {message}");
+        if !message.contains(field) {
+            report.converged = false;
+            report.details.push(format!(
+                "{name}: the message does not name {field}: {message}"
+            ));
+        }
+    }
+    let reported = started.elapsed();
+    // Reported, then quiet: no retry loop.
+    let (errors_before, reconciles_before) =
+        (errors(&operator.metrics), operator.metrics.reconciles.get());
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let errs = errors(&operator.metrics) - errors_before;
+    let reconciles = operator.metrics.reconciles.get() - reconciles_before;
+    if errs > 0 || reconciles > 10 {
+        report.converged = false;
+        report.details.push(format!(
+            "{errs} reconcile errors and {reconciles} reconciles in 10 s after the report: a retry loop"
+        ));
+    }
+    // Fixed specs converge.
+    fx.patch_spec("bad-rtc", json!({"runtimeClassName": null}))
+        .await;
+    fx.patch_spec("bad-key", json!({"env": null})).await;
+    fx.patch_spec(
+        "bad-limit",
+        json!({"resources": {"requests": {"cpu": "10m"}, "limits": null}}),
+    )
+    .await;
+    let all: Vec<String> = cases.iter().map(|c| c.0.to_string()).collect();
+    let fixed = match fx
+        .converge(&all, common::WAIT, |vs, _| is_available(vs))
+        .await
+    {
+        Ok(t) => t,
+        Err(left) => {
+            report.converged = false;
+            report
+                .details
+                .push(format!("not Available after the fix: {left:?}"));
+            common::WAIT
+        }
+    };
+    report.injected = format!(
+        "3 specs the CRD accepts whose Deployment the API server refuses (runtimeClassName \"bad-\", secretKeyRef key \"..\", requests above limits): InvalidSpec after {:.1} s; {errs} errors / {reconciles} reconciles in 10 s after; fixed specs Available after {:.1} s",
+        reported.as_secs_f64(),
+        fixed.as_secs_f64()
+    );
+    // Time to the right state twice: reported, then Available once fixed.
+    report.time = Some(reported + fixed);
+    report.add_audit(&audit(&fx.client, &fx.ns, &all).await);
+    operator.stop().await;
+    report.finish();
+}
+
 fn bad_input_rejected(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 422)
 }
