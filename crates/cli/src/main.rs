@@ -5,6 +5,7 @@ use std::{net::SocketAddr, sync::Arc, time::Duration};
 use anyhow::Context as _;
 use axum::{Router, extract::State, routing::get};
 use clap::{Parser, Subcommand, ValueEnum};
+use futures::StreamExt as _;
 use vllmservice_controller::{controller, metrics::Metrics};
 
 #[derive(Parser)]
@@ -248,19 +249,25 @@ async fn run_as_leader(
         .instance
         .clone()
         .unwrap_or_else(|| format!("{}-{}", hostname(), std::process::id()));
-    let manager = kube_lease_manager::LeaseManagerBuilder::new(
-        client.clone(),
-        &args.leader_election_lease_name,
-    )
-    .with_namespace(&namespace)
-    .with_identity(&identity)
-    .with_field_manager(vllmservice_controller::apply::FIELD_MANAGER)
-    .with_duration(args.leader_election_lease_duration_seconds)
-    .with_grace(args.leader_election_renew_grace_seconds)
-    .build()
-    .await
-    .with_context(|| format!("setting up the leader Lease in namespace {namespace}"))?;
-    let (mut leading, lease_task) = manager.watch().await;
+    let manager = || async {
+        kube_lease_manager::LeaseManagerBuilder::new(
+            client.clone(),
+            &args.leader_election_lease_name,
+        )
+        .with_namespace(&namespace)
+        .with_identity(&identity)
+        .with_field_manager(vllmservice_controller::apply::FIELD_MANAGER)
+        .with_duration(args.leader_election_lease_duration_seconds)
+        .with_grace(args.leader_election_renew_grace_seconds)
+        .build()
+        .await
+        .with_context(|| format!("setting up the leader Lease in namespace {namespace}"))
+    };
+    let (mut leading, mut lease_task) = manager().await?.watch().await;
+    // kube-lease-manager lets a follower sleep until the lease it saw would expire;
+    // a leader that stops releases the lease, and this watch sees that at once.
+    let released = lease_released(&client, &namespace, &args.leader_election_lease_name);
+    tokio::pin!(released);
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
     tracing::info!(
@@ -276,6 +283,16 @@ async fn run_as_leader(
                 if changed.is_err() {
                     anyhow::bail!("the leader lease task ended: {:?}", lease_task.await);
                 }
+            }
+            Some(()) = released.next() => {
+                if !*leading.borrow() {
+                    // Compete now: a fresh manager tries to take a free lease first thing.
+                    tracing::info!(identity, "the leader lease was released; competing for it");
+                    lease_task.abort();
+                    let _ = lease_task.await;
+                    (leading, lease_task) = manager().await?.watch().await;
+                }
+                continue;
             }
         }
         if !*leading.borrow_and_update() {
@@ -318,6 +335,30 @@ async fn run_as_leader(
     }
     tracing::info!("stopped and released the leader lease");
     Ok(())
+}
+
+/// Yields whenever the Lease `name` is seen without a holder.
+fn lease_released(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> impl futures::Stream<Item = ()> + Send + 'static {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let api: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(client.clone(), namespace);
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    watcher(api, config)
+        .default_backoff()
+        .applied_objects()
+        .filter_map(|lease| {
+            let free = lease.ok().is_some_and(|l| {
+                l.spec
+                    .and_then(|s| s.holder_identity)
+                    .is_none_or(|h| h.is_empty())
+            });
+            std::future::ready(free.then_some(()))
+        })
 }
 
 fn hostname() -> String {

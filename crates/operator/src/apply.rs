@@ -49,8 +49,15 @@ pub fn is_controlled_by<K: Resource>(obj: &K, owner_uid: &str) -> bool {
 
 /// Applies `desired` unless it is already live; never touches a foreign object.
 /// Returns what it did and, unless the object is foreign, the live object.
+///
+/// `cached` is the object as the controller's watch last saw it. The cache can
+/// lag behind the API server, so: an object the cache does not have is read
+/// before it is created (a foreign object without our labels is never in the
+/// cache), and an update of a cached object carries its `resourceVersion`, so a
+/// stale copy makes the API server answer 409 and the object is read again.
 pub async fn apply_owned<K>(
     api: &Api<K>,
+    cached: Option<K>,
     desired: &K,
     owner_uid: &str,
 ) -> kube::Result<(Applied, Option<K>)>
@@ -58,64 +65,91 @@ where
     K: Resource + Serialize + DeserializeOwned + Clone + Debug,
 {
     let name = desired.name_any();
-    let live = api.get_opt(&name).await?;
     let desired = stamped(desired);
-    let outcome = match live {
-        Some(live) if !is_controlled_by(&live, owner_uid) => return Ok((Applied::Foreign, None)),
-        Some(live) if up_to_date(&desired, &live) => return Ok((Applied::Unchanged, Some(live))),
-        Some(_) => Applied::Updated,
-        None => Applied::Created,
+    let mut from_cache = cached.is_some();
+    let mut live = match cached {
+        Some(c) => Some(c),
+        None => api.get_opt(&name).await?,
     };
-    let live = live.filter(|_| outcome == Applied::Updated);
-    let applied = api
-        .patch(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&desired),
-        )
-        .await;
-    match (applied, live) {
-        (Ok(object), _) => Ok((outcome, Some(object))),
-        // A hand edit can leave list entries owned by another manager next to ours
-        // (e.g. a second Service port named "http"), which apply cannot remove and
-        // the API server refuses. Replace the object with what we want, keeping the
-        // labels and annotations others added.
-        (Err(kube::Error::Api(e)), Some(live)) if e.code == 422 => {
-            let mut replacement = desired.clone();
-            let meta = &mut replacement["metadata"];
-            meta["resourceVersion"] = live.resource_version().into();
-            for key in ["labels", "annotations"] {
-                let mut merged = serde_json::to_value(live.meta())
-                    .ok()
-                    .and_then(|m| m.get(key).cloned())
-                    .unwrap_or_else(|| Value::Object(Default::default()));
-                if let (Value::Object(m), Some(Value::Object(ours))) = (&mut merged, meta.get(key))
-                {
-                    m.extend(ours.clone());
-                }
-                meta[key] = merged;
+    loop {
+        let outcome = match &live {
+            Some(live) if !is_controlled_by(live, owner_uid) => {
+                return Ok((Applied::Foreign, None));
             }
-            let replacement: K = serde_json::from_value(replacement)
-                .expect("the desired object deserializes as its own kind");
-            let params = kube::api::PostParams {
-                field_manager: Some(FIELD_MANAGER.into()),
-                ..Default::default()
-            };
-            Ok((
-                Applied::Updated,
-                Some(api.replace(&name, &params, &replacement).await?),
-            ))
+            Some(live) if up_to_date(&desired, live) => {
+                return Ok((Applied::Unchanged, Some(live.clone())));
+            }
+            Some(_) => Applied::Updated,
+            None => Applied::Created,
+        };
+        let mut body = desired.clone();
+        if let (true, Some(live)) = (from_cache, &live) {
+            body["metadata"]["resourceVersion"] = live.resource_version().into();
         }
-        (Err(e), _) => Err(e),
+        let applied = api
+            .patch(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&body),
+            )
+            .await;
+        match (applied, live) {
+            (Ok(object), _) => return Ok((outcome, Some(object))),
+            // The cached copy was stale: decide again on the object as it is now.
+            (Err(kube::Error::Api(e)), _) if e.code == 409 && from_cache => {
+                from_cache = false;
+                live = api.get_opt(&name).await?;
+            }
+            // A hand edit can leave list entries owned by another manager next to ours
+            // (e.g. a second Service port named "http"), which apply cannot remove and
+            // the API server refuses. Replace the object with what we want, keeping the
+            // labels and annotations others added.
+            (Err(kube::Error::Api(e)), Some(live)) if e.code == 422 => {
+                let replacement = replacement(&desired, &live);
+                let params = kube::api::PostParams {
+                    field_manager: Some(FIELD_MANAGER.into()),
+                    ..Default::default()
+                };
+                let replaced = api.replace(&name, &params, &replacement).await?;
+                return Ok((Applied::Updated, Some(replaced)));
+            }
+            (Err(e), _) => return Err(e),
+        }
     }
 }
 
-/// Deletes `name` if this VLLMService controls it; never touches a foreign object.
-pub async fn delete_owned<K>(api: &Api<K>, name: &str, owner_uid: &str) -> kube::Result<Deleted>
+/// `desired` as a full object replacing `live`: its resourceVersion, and the
+/// labels and annotations of `live` that `desired` does not set.
+fn replacement<K: Resource + Serialize + DeserializeOwned>(desired: &Value, live: &K) -> K {
+    let mut replacement = desired.clone();
+    let meta = &mut replacement["metadata"];
+    meta["resourceVersion"] = live.resource_version().into();
+    for key in ["labels", "annotations"] {
+        let mut merged = serde_json::to_value(live.meta())
+            .ok()
+            .and_then(|m| m.get(key).cloned())
+            .unwrap_or_else(|| Value::Object(Default::default()));
+        if let (Value::Object(m), Some(Value::Object(ours))) = (&mut merged, meta.get(key)) {
+            m.extend(ours.clone());
+        }
+        meta[key] = merged;
+    }
+    serde_json::from_value(replacement).expect("the desired object deserializes as its own kind")
+}
+
+/// Deletes the child `cached` (as the controller's watch last saw it) if this
+/// VLLMService controls it; never touches a foreign object. An object the cache
+/// does not have is not ours to delete yet: if it is ours and only not seen so
+/// far, its watch event triggers the next reconcile, which deletes it.
+pub async fn delete_owned<K>(
+    api: &Api<K>,
+    cached: Option<K>,
+    owner_uid: &str,
+) -> kube::Result<Deleted>
 where
     K: Resource + DeserializeOwned + Clone + Debug,
 {
-    let Some(live) = api.get_opt(name).await? else {
+    let Some(live) = cached else {
         return Ok(Deleted::Absent);
     };
     if !is_controlled_by(&live, owner_uid) {
@@ -128,9 +162,11 @@ where
         }),
         ..DeleteParams::background()
     };
-    match api.delete(name, &dp).await {
+    match api.delete(&live.name_any(), &dp).await {
         Ok(_) => Ok(Deleted::Deleted),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(Deleted::Absent),
+        // Gone, or replaced by another object of that name (the UID precondition):
+        // the object we controlled no longer exists.
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(Deleted::Absent),
         Err(e) => Err(e),
     }
 }

@@ -10,7 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use futures::{Future, FutureExt, StreamExt};
+use futures::{Future, FutureExt, Stream, StreamExt};
 use gateway_api::apis::standard::{gateways::Gateway, httproutes::HttpRoute};
 use k8s_openapi::api::{
     apps::v1::Deployment,
@@ -18,18 +18,20 @@ use k8s_openapi::api::{
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
-    Api, Client, ResourceExt,
+    Api, Client, Resource, ResourceExt,
     core::{DeserializeGuard, PartialObjectMeta},
     runtime::{
         Controller, WatchStreamExt,
         controller::{self, Action},
         events::{EventType, Recorder, Reporter},
-        reflector::{ObjectRef, Store},
+        predicates,
+        reflector::{self, ObjectRef, Store},
         watcher::{self, watcher},
     },
 };
+use serde::de::DeserializeOwned;
 use tracing::Instrument;
-use vllmservice_api::VLLMService;
+use vllmservice_api::{VLLMService, VLLMServiceStatus};
 
 use crate::prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor};
 use crate::{error::Error, metrics::Metrics, names, optional::Apis, reconcile, route::Target};
@@ -68,11 +70,87 @@ pub struct Context {
     pub apis: Apis,
     /// The controller's cache of VLLMServices.
     pub services: Store<DeserializeGuard<VLLMService>>,
+    /// The controller's caches of children and of the objects they depend on.
+    pub caches: Caches,
     pub metrics: Arc<Metrics>,
     pub recorder: Recorder,
     pub resync: Duration,
     /// Consecutive failures per object, for exponential backoff.
     failures: Mutex<HashMap<ObjectRef<DeserializeGuard<VLLMService>>, u32>>,
+    /// The last status this operator wrote per VLLMService, until the watch shows it.
+    written: Mutex<HashMap<ObjectRef<DeserializeGuard<VLLMService>>, Written>>,
+}
+
+/// A status write the cache may not have seen yet.
+struct Written {
+    uid: String,
+    /// The resourceVersion of the copy the write was based on.
+    based_on: Option<String>,
+    status: VLLMServiceStatus,
+}
+
+/// The controller's caches, filled by its watches (see [`run_watches`]). Children
+/// are label-selected (`app.kubernetes.io/managed-by`), Pods keep only metadata
+/// and status, PVCs only metadata and status; `managedFields` are dropped from all.
+#[derive(Clone)]
+pub struct Caches {
+    pub deployments: Store<Deployment>,
+    pub services: Store<Service>,
+    pub pods: Store<Pod>,
+    pub pvcs: Store<PersistentVolumeClaim>,
+    /// Present when the Gateway API is installed.
+    pub routes: Option<Store<HttpRoute>>,
+    pub gateways: Option<Store<Gateway>>,
+    /// Present when the Prometheus Operator's CRDs are installed.
+    pub monitors: Option<Store<ServiceMonitor>>,
+    pub rules: Option<Store<PrometheusRule>>,
+    /// Set once every store above has been filled.
+    ready: Arc<tokio::sync::OnceCell<()>>,
+}
+
+impl Caches {
+    /// Waits until every cache holds its first complete list.
+    ///
+    /// `Store::wait_until_ready` of kube-runtime 4.2 keeps one waker per store:
+    /// of several reconciles waiting at once only the last one would be woken and
+    /// the others would hang. So exactly one future waits on the stores, and every
+    /// reconcile waits on that one through a `OnceCell`.
+    pub async fn ready(&self) {
+        self.ready.get_or_init(|| self.wait_for_stores()).await;
+    }
+
+    async fn wait_for_stores(&self) {
+        let _ = futures::join!(
+            self.deployments.wait_until_ready(),
+            self.services.wait_until_ready(),
+            self.pods.wait_until_ready(),
+            self.pvcs.wait_until_ready(),
+            maybe_ready(&self.routes),
+            maybe_ready(&self.gateways),
+            maybe_ready(&self.monitors),
+            maybe_ready(&self.rules),
+        );
+    }
+}
+
+async fn maybe_ready<K>(store: &Option<Store<K>>)
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    if let Some(store) = store {
+        let _ = store.wait_until_ready().await;
+    }
+}
+
+/// The object `name` in `namespace` from `store`.
+pub fn cached<K>(store: &Store<K>, namespace: &str, name: &str) -> Option<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    store
+        .get(&ObjectRef::new(name).within(namespace))
+        .map(|o| (*o).clone())
 }
 
 impl Context {
@@ -82,6 +160,7 @@ impl Context {
         opts: &Options,
         apis: Apis,
         services: Store<DeserializeGuard<VLLMService>>,
+        caches: Caches,
     ) -> Self {
         let recorder = Recorder::new(
             client.clone(),
@@ -94,11 +173,56 @@ impl Context {
             client,
             apis,
             services,
+            caches,
             metrics,
             recorder,
             resync: opts.resync,
             failures: Mutex::default(),
+            written: Mutex::default(),
         }
+    }
+
+    /// `vs` with the status it has now: the cached copy, unless this operator has
+    /// written a status the cache does not show yet (the watch event of its own
+    /// write can arrive after the next reconcile started). Comparing with the stale
+    /// copy would write the same status again and repeat its events.
+    pub fn latest<'a>(&self, vs: &'a VLLMService) -> std::borrow::Cow<'a, VLLMService> {
+        let key = ObjectRef::new(&vs.name_any()).within(&vs.namespace().unwrap_or_default());
+        let mut written = self.written.lock().expect("written lock");
+        match written.get(&key) {
+            Some(w)
+                if Some(&w.uid) == vs.metadata.uid.as_ref()
+                    && w.based_on == vs.metadata.resource_version =>
+            {
+                let mut latest = vs.clone();
+                latest.status = Some(w.status.clone());
+                std::borrow::Cow::Owned(latest)
+            }
+            Some(_) => {
+                // The cache has caught up (or the object was replaced).
+                written.remove(&key);
+                std::borrow::Cow::Borrowed(vs)
+            }
+            None => std::borrow::Cow::Borrowed(vs),
+        }
+    }
+
+    /// Remembers a status written for `vs` (the copy the write was based on).
+    pub fn wrote_status(&self, vs: &VLLMService, status: &VLLMServiceStatus) {
+        let key = ObjectRef::new(&vs.name_any()).within(&vs.namespace().unwrap_or_default());
+        let mut written = self.written.lock().expect("written lock");
+        // Entries of deleted objects are dropped now and then.
+        if written.len() > 2 * self.services.state().len() + 64 {
+            written.retain(|k, _| self.services.get(k).is_some());
+        }
+        written.insert(
+            key,
+            Written {
+                uid: vs.metadata.uid.clone().unwrap_or_default(),
+                based_on: vs.metadata.resource_version.clone(),
+                status: status.clone(),
+            },
+        );
     }
 
     fn failed(&self, obj: ObjectRef<DeserializeGuard<VLLMService>>) -> u32 {
@@ -200,6 +324,63 @@ async fn apis_changed(client: Client, current: Apis) {
     }
 }
 
+/// How a watch retries after an error (e.g. the API server restarting): from
+/// 250 ms, doubling, capped at 5 s, with jitter; reset by the next event. kube's
+/// default (800 ms to 30 s, reset only after 2 minutes of success) left the
+/// operator blind for minutes after an API-server restart (docs/reliability.md).
+fn watch_backoff() -> kube::runtime::watcher::ExponentialBackoff {
+    backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(250))
+        .with_max_delay(Duration::from_secs(5))
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times()
+        .into()
+}
+
+/// A watch whose objects are kept in a cache (the returned store), slimmed by
+/// `slim` and without `managedFields`; the stream yields every changed object.
+fn cached_watch<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    slim: fn(&mut K),
+) -> (
+    Store<K>,
+    impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+)
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store();
+    let stream = watcher(api, config)
+        .backoff(watch_backoff())
+        .modify(move |obj: &mut K| {
+            obj.meta_mut().managed_fields = None;
+            slim(obj);
+        })
+        .reflect(writer)
+        .touched_objects();
+    (store, stream)
+}
+
+fn keep_all<K>(_: &mut K) {}
+
+/// Pods: the reconcile reads only their metadata and status.
+fn slim_pod(pod: &mut Pod) {
+    pod.spec = None;
+}
+
+/// PVCs: the reconcile reads only their phase.
+fn slim_pvc(pvc: &mut PersistentVolumeClaim) {
+    pvc.spec = None;
+}
+
 /// One incarnation of the controller, with the watches `apis` allows.
 async fn run_watches(
     client: Client,
@@ -209,51 +390,93 @@ async fn run_watches(
     stop: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let scope = ScopedApis(client.clone(), opts.namespace.clone());
-    let services: Api<DeserializeGuard<VLLMService>> = scope.api();
     let managed = watcher::Config::default().labels(&names::managed_selector());
 
-    let mut controller = Controller::new(services, watcher::Config::default().any_semantic());
-    let store = controller.store();
+    // The VLLMServices: a change of the spec (generation) or of the object's
+    // identity triggers a reconcile; a status change does not, so the operator's
+    // own status writes do not come back as work. A status edited by someone
+    // else is corrected at the next child event or resync.
+    let (store, vllm_services) = cached_watch(
+        scope.api::<DeserializeGuard<VLLMService>>(),
+        watcher::Config::default().any_semantic(),
+        keep_all,
+    );
+    let vllm_services = vllm_services.predicate_filter(predicates::generation, Default::default());
+    let mut controller = Controller::for_stream(vllm_services, store.clone());
+
+    let (deployments, deployment_events) =
+        cached_watch(scope.api::<Deployment>(), managed.clone(), keep_all);
+    let (services, service_events) =
+        cached_watch(scope.api::<Service>(), managed.clone(), keep_all);
+    let (pods, pod_events) = cached_watch(scope.api::<Pod>(), managed.clone(), slim_pod);
+    let (pvcs, pvc_events) = cached_watch(
+        scope.api::<PersistentVolumeClaim>(),
+        watcher::Config::default(),
+        slim_pvc,
+    );
+    let pvc_store = store.clone();
+    controller = controller
+        .owns_stream(deployment_events)
+        .owns_stream(service_events)
+        .watches_stream(pod_events, |pod| {
+            let ns = pod.namespace()?;
+            names::instance_of(pod.labels()).map(|n| ObjectRef::new(n).within(&ns))
+        })
+        .watches_stream(pvc_events, move |pvc| {
+            let ns = pvc.namespace();
+            services_referencing(&pvc_store, &pvc, |vs| {
+                vs.namespace() == ns && &vs.spec.storage.pvc_name == name_of(&pvc)
+            })
+        });
+    let mut caches = Caches {
+        deployments,
+        services,
+        pods,
+        pvcs,
+        routes: None,
+        gateways: None,
+        monitors: None,
+        rules: None,
+        ready: Arc::default(),
+    };
+    if apis.gateway {
+        let (routes, route_events) =
+            cached_watch(scope.api::<HttpRoute>(), managed.clone(), keep_all);
+        let (gateways, gateway_events) =
+            cached_watch(scope.api::<Gateway>(), watcher::Config::default(), keep_all);
+        let gw_store = store.clone();
+        controller =
+            controller
+                .owns_stream(route_events)
+                .watches_stream(gateway_events, move |gw| {
+                    let ns = gw.namespace().unwrap_or_default();
+                    services_referencing(&gw_store, &gw, |vs| {
+                        vs.spec.gateway_ref.as_ref().is_some_and(|r| {
+                            let t = Target::of(vs, r);
+                            t.namespace == ns && &t.name == name_of(&gw)
+                        })
+                    })
+                });
+        (caches.routes, caches.gateways) = (Some(routes), Some(gateways));
+    }
+    if apis.prometheus {
+        let (monitors, monitor_events) =
+            cached_watch(scope.api::<ServiceMonitor>(), managed.clone(), keep_all);
+        let (rules, rule_events) =
+            cached_watch(scope.api::<PrometheusRule>(), managed.clone(), keep_all);
+        controller = controller
+            .owns_stream(monitor_events)
+            .owns_stream(rule_events);
+        (caches.monitors, caches.rules) = (Some(monitors), Some(rules));
+    }
     let ctx = Arc::new(Context::new(
         client.clone(),
         metrics,
         opts,
         apis,
-        store.clone(),
+        store,
+        caches,
     ));
-    // Pods, PVCs and Gateways are only mapped to VLLMServices: metadata is all we need.
-    let pvc_store = store.clone();
-    controller = controller
-        .owns(scope.api::<Deployment>(), managed.clone())
-        .owns(scope.api::<Service>(), managed.clone())
-        .watches(
-            scope.api::<PartialObjectMeta<Pod>>(),
-            managed.clone(),
-            |pod| {
-                let ns = pod.namespace()?;
-                names::instance_of(pod.labels()).map(|n| ObjectRef::new(n).within(&ns))
-            },
-        )
-        .watches(
-            scope.api::<PartialObjectMeta<PersistentVolumeClaim>>(),
-            watcher::Config::default(),
-            move |pvc| services_using_pvc(&pvc_store, &pvc),
-        );
-    if apis.gateway {
-        let gw_store = store.clone();
-        controller = controller
-            .owns(scope.api::<HttpRoute>(), managed.clone())
-            .watches(
-                scope.api::<PartialObjectMeta<Gateway>>(),
-                watcher::Config::default(),
-                move |gw| services_using_gateway(&gw_store, &gw),
-            );
-    }
-    if apis.prometheus {
-        controller = controller
-            .owns(scope.api::<ServiceMonitor>(), managed.clone())
-            .owns(scope.api::<PrometheusRule>(), managed.clone());
-    }
     controller
         .with_config(controller::Config::default().concurrency(opts.concurrency))
         .graceful_shutdown_on(stop)
@@ -282,42 +505,27 @@ impl ScopedApis {
     }
 }
 
-fn services_using_gateway(
-    store: &Store<DeserializeGuard<VLLMService>>,
-    gw: &PartialObjectMeta<Gateway>,
-) -> Vec<ObjectRef<DeserializeGuard<VLLMService>>> {
-    let (Some(ns), name) = (gw.namespace(), gw.name_any()) else {
-        return vec![];
-    };
-    store
-        .state()
-        .iter()
-        .filter_map(|g| g.0.as_ref().ok())
-        .filter(|vs| {
-            vs.spec.gateway_ref.as_ref().is_some_and(|r| {
-                let t = Target::of(vs, r);
-                t.namespace == ns && t.name == name
-            })
-        })
-        .map(|vs| ObjectRef::new(&vs.name_any()).within(&vs.namespace().unwrap_or_default()))
-        .collect()
+fn name_of<K: Resource>(obj: &K) -> &String {
+    static EMPTY: String = String::new();
+    obj.meta().name.as_ref().unwrap_or(&EMPTY)
 }
 
-fn services_using_pvc(
+/// The VLLMServices in the cache that `uses` says depend on `obj` (a PVC or a
+/// Gateway), to reconcile when it changes.
+fn services_referencing<K: Resource>(
     store: &Store<DeserializeGuard<VLLMService>>,
-    pvc: &PartialObjectMeta<PersistentVolumeClaim>,
+    obj: &K,
+    uses: impl Fn(&VLLMService) -> bool,
 ) -> Vec<ObjectRef<DeserializeGuard<VLLMService>>> {
-    let (Some(ns), name) = (pvc.namespace(), pvc.name_any()) else {
+    if obj.meta().namespace.is_none() {
         return vec![];
-    };
+    }
     store
         .state()
         .iter()
         .filter_map(|g| g.0.as_ref().ok())
-        .filter(|vs| {
-            vs.namespace().as_deref() == Some(ns.as_str()) && vs.spec.storage.pvc_name == name
-        })
-        .map(|vs| ObjectRef::new(&vs.name_any()).within(&ns))
+        .filter(|vs| uses(vs))
+        .map(|vs| ObjectRef::new(&vs.name_any()).within(&vs.namespace().unwrap_or_default()))
         .collect()
 }
 

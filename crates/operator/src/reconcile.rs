@@ -1,16 +1,17 @@
 //! One reconcile of one VLLMService: read → validate → build → apply → status.
 
 use k8s_openapi::{
-    api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod},
+    api::core::v1::{ObjectReference, Pod},
     jiff::Timestamp,
 };
 use kube::{
     Api, Resource, ResourceExt,
-    api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams},
+    api::{ApiResource, DynamicObject, Patch, PatchParams},
     core::DeserializeGuard,
     runtime::{
         controller::Action,
         events::{Event, EventType},
+        reflector::Store,
     },
 };
 use serde_json::json;
@@ -18,16 +19,13 @@ use vllmservice_api::{VLLMService, VLLMServiceStatus, condition_types as ct};
 
 use std::{fmt::Debug, time::Duration};
 
-use gateway_api::apis::standard::httproutes::HttpRoute;
-
-use crate::prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor};
 use serde::{Serialize, de::DeserializeOwned};
 
 use crate::{
     apply::{self, Applied, Deleted, FIELD_MANAGER},
     build,
     conditions::Status,
-    controller::Context,
+    controller::{Context, cached},
     diagnose,
     error::{Error, Result},
     names, optional, route,
@@ -36,16 +34,19 @@ use crate::{
 
 pub async fn reconcile(obj: &DeserializeGuard<VLLMService>, ctx: &Context) -> Result<Action> {
     let vs = match &obj.0 {
-        Ok(vs) => vs,
+        Ok(vs) => ctx.latest(vs),
         Err(invalid) => {
             report_unreadable(invalid, ctx).await?;
             return Ok(Action::await_change());
         }
     };
+    let vs = &*vs;
     if vs.metadata.deletion_timestamp.is_some() {
         // Children go with their owner through garbage collection.
         return Ok(Action::await_change());
     }
+    // Children are read from the watches' caches: wait for their first full list.
+    ctx.caches.ready().await;
     let ns = vs.namespace().unwrap_or_default();
     let api: Api<VLLMService> = Api::namespaced(ctx.client.clone(), &ns);
 
@@ -76,26 +77,49 @@ async fn converge(vs: &VLLMService, api: &Api<VLLMService>, ctx: &Context) -> Re
     let uid = vs.uid().unwrap_or_default();
     let mut conflicts = Vec::new();
 
+    let caches = &ctx.caches;
     let deployment = build::deployment(vs);
-    let live_deployment = apply_child(ctx, vs, &uid, deployment, &mut conflicts).await?;
-    apply_child(ctx, vs, &uid, build::service(vs), &mut conflicts).await?;
+    let live_deployment = apply_child(
+        ctx,
+        vs,
+        &uid,
+        deployment,
+        Some(&caches.deployments),
+        &mut conflicts,
+    )
+    .await?;
+    let service = build::service(vs);
+    apply_child(
+        ctx,
+        vs,
+        &uid,
+        service,
+        Some(&caches.services),
+        &mut conflicts,
+    )
+    .await?;
     let (route, route_names, requeue) = reconcile_route(ctx, vs, &uid, &mut conflicts).await?;
     let (monitoring, service_monitor_name) =
         reconcile_monitoring(ctx, vs, &uid, &mut conflicts).await?;
 
-    let pvc = Api::<PersistentVolumeClaim>::namespaced(ctx.client.clone(), &ns)
-        .get_opt(&vs.spec.storage.pvc_name)
-        .await?;
+    let pvc = cached(&caches.pvcs, &ns, &vs.spec.storage.pvc_name);
     let storage = match pvc.and_then(|p| p.status).and_then(|s| s.phase) {
         None => Storage::Missing,
         Some(phase) if phase == "Bound" => Storage::Bound,
         Some(phase) => Storage::NotBound(phase),
     };
-    let pods = if live_deployment.is_some() {
-        Api::<Pod>::namespaced(ctx.client.clone(), &ns)
-            .list(&ListParams::default().labels(&names::selector_string(vs)))
-            .await?
-            .items
+    let pods: Vec<Pod> = if live_deployment.is_some() {
+        let selector = names::selector_labels(vs);
+        caches
+            .pods
+            .state()
+            .iter()
+            .filter(|p| {
+                p.metadata.namespace.as_deref() == Some(ns.as_str())
+                    && selector.iter().all(|(k, v)| p.labels().get(k) == Some(v))
+            })
+            .map(|p| (**p).clone())
+            .collect()
     } else {
         Vec::new()
     };
@@ -133,23 +157,27 @@ enum Requeue {
 const GATEWAY_RETRY: Duration = Duration::from_secs(60);
 
 /// Applies one child, records the outcome, and returns the live object unless it is foreign.
+/// `cache` is the watch cache of its kind.
 async fn apply_child<K>(
     ctx: &Context,
     vs: &VLLMService,
     uid: &str,
     desired: K,
+    cache: Option<&Store<K>>,
     conflicts: &mut Vec<Conflict>,
 ) -> Result<Option<K>>
 where
-    K: Resource<Scope = kube::core::NamespaceResourceScope>
+    K: Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
         + Serialize
         + DeserializeOwned
         + Clone
-        + Debug,
-    K::DynamicType: Default,
+        + Debug
+        + 'static,
 {
-    let api: Api<K> = Api::namespaced(ctx.client.clone(), &vs.namespace().unwrap_or_default());
-    let (applied, live) = apply::apply_owned(&api, &desired, uid).await?;
+    let ns = vs.namespace().unwrap_or_default();
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
+    let live = cache.and_then(|c| cached(c, &ns, &desired.name_any()));
+    let (applied, live) = apply::apply_owned(&api, live, &desired, uid).await?;
     record(ctx, vs, &desired, &applied, conflicts).await;
     Ok(live)
 }
@@ -165,7 +193,7 @@ async fn reconcile_route(
     let name = names::child_name(vs);
     let Some(gateway_ref) = &vs.spec.gateway_ref else {
         if ctx.apis.gateway {
-            delete_child::<HttpRoute>(ctx, vs, &name, uid).await?;
+            delete_child(ctx, vs, &name, ctx.caches.routes.as_ref(), uid).await?;
         }
         let f = Feature::ready("RouteNotRequired", "spec.gatewayRef is not set");
         return Ok((f, None, Requeue::Resync));
@@ -184,7 +212,8 @@ async fn reconcile_route(
         reason: reason.into(),
         message,
     };
-    let (feature, requeue) = match route::resolve(&ctx.client, &target).await? {
+    let gateways = ctx.caches.gateways.as_ref();
+    let (feature, requeue) = match route::resolve(&ctx.client, gateways, &target).await? {
         route::Resolution::Missing { reason, message } => {
             (unresolved(reason, message), Requeue::After(GATEWAY_RETRY))
         }
@@ -194,7 +223,8 @@ async fn reconcile_route(
         ),
         route::Resolution::Resolved => {
             let desired = build::httproute(vs).expect("gatewayRef is set");
-            let feature = match apply_child(ctx, vs, uid, desired, conflicts).await? {
+            let routes = ctx.caches.routes.as_ref();
+            let feature = match apply_child(ctx, vs, uid, desired, routes, conflicts).await? {
                 Some(live) => route::route_readiness(&live, &target),
                 None => unresolved(
                     "ResourceConflict",
@@ -209,7 +239,7 @@ async fn reconcile_route(
             return Ok((feature, Some(names), Requeue::Resync));
         }
     };
-    delete_child::<HttpRoute>(ctx, vs, &name, uid).await?;
+    delete_child(ctx, vs, &name, ctx.caches.routes.as_ref(), uid).await?;
     Ok((feature, None, requeue))
 }
 
@@ -224,8 +254,8 @@ async fn reconcile_monitoring(
     let name = names::child_name(vs);
     let Some(desired) = build::servicemonitor(vs) else {
         if ctx.apis.prometheus {
-            delete_child::<ServiceMonitor>(ctx, vs, &name, uid).await?;
-            delete_child::<PrometheusRule>(ctx, vs, &name, uid).await?;
+            delete_child(ctx, vs, &name, ctx.caches.monitors.as_ref(), uid).await?;
+            delete_child(ctx, vs, &name, ctx.caches.rules.as_ref(), uid).await?;
         }
         let f = Feature::ready("MonitoringDisabled", "spec.monitoring.enabled is false");
         return Ok((f, None));
@@ -239,12 +269,13 @@ async fn reconcile_monitoring(
         return Ok((f, None));
     }
     let before = conflicts.len();
-    let monitor = apply_child(ctx, vs, uid, desired, conflicts).await?;
+    let (monitors, rules) = (ctx.caches.monitors.as_ref(), ctx.caches.rules.as_ref());
+    let monitor = apply_child(ctx, vs, uid, desired, monitors, conflicts).await?;
     match build::prometheusrule(vs) {
         Some(rule) => {
-            apply_child(ctx, vs, uid, rule, conflicts).await?;
+            apply_child(ctx, vs, uid, rule, rules, conflicts).await?;
         }
-        None => delete_child::<PrometheusRule>(ctx, vs, &name, uid).await?,
+        None => delete_child(ctx, vs, &name, rules, uid).await?,
     }
     if conflicts.len() > before {
         let kinds: Vec<_> = conflicts[before..]
@@ -273,14 +304,26 @@ async fn reconcile_monitoring(
     Ok((f, Some(name)))
 }
 
-/// Deletes a child this VLLMService controls; a foreign one is left alone.
-async fn delete_child<K>(ctx: &Context, vs: &VLLMService, name: &str, uid: &str) -> Result<()>
+/// Deletes a child this VLLMService controls (as its watch cache `cache` shows
+/// it); a foreign one is left alone.
+async fn delete_child<K>(
+    ctx: &Context,
+    vs: &VLLMService,
+    name: &str,
+    cache: Option<&Store<K>>,
+    uid: &str,
+) -> Result<()>
 where
-    K: Resource<Scope = kube::core::NamespaceResourceScope> + DeserializeOwned + Clone + Debug,
-    K::DynamicType: Default,
+    K: Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + DeserializeOwned
+        + Clone
+        + Debug
+        + 'static,
 {
-    let api: Api<K> = Api::namespaced(ctx.client.clone(), &vs.namespace().unwrap_or_default());
-    if apply::delete_owned(&api, name, uid).await? == Deleted::Deleted {
+    let ns = vs.namespace().unwrap_or_default();
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
+    let live = cache.and_then(|c| cached(c, &ns, name));
+    if apply::delete_owned(&api, live, uid).await? == Deleted::Deleted {
         let kind = K::kind(&K::DynamicType::default()).to_string();
         let child = ObjectReference {
             api_version: Some(K::api_version(&K::DynamicType::default()).to_string()),
@@ -330,6 +373,19 @@ async fn record<K: Resource>(
     publish(ctx, vs, EventType::Normal, reason, &note, Some(reference)).await;
 }
 
+/// The API server refuses an event whose note is longer than this (in characters).
+pub const MAX_EVENT_NOTE: usize = 1024;
+
+/// `text` cut to at most `max` characters, ending in "…" when cut.
+pub fn truncate(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if text.chars().count() <= max {
+        return text.into();
+    }
+    let mut cut: String = text.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut.into()
+}
+
 /// Publishes an event about `vs` (and the child it concerns, if any). Events are
 /// best effort: a failure is logged, not retried.
 pub async fn publish(
@@ -343,7 +399,7 @@ pub async fn publish(
     let event = Event {
         type_,
         reason: reason.into(),
-        note: Some(note.into()),
+        note: Some(truncate(note, MAX_EVENT_NOTE).into()),
         action: "Reconcile".into(),
         secondary: child,
     };
@@ -429,17 +485,23 @@ async fn write_status(
     next: VLLMServiceStatus,
     ctx: &Context,
 ) -> Result<()> {
-    if patch_status_if_changed(api, &vs.name_any(), vs.status.as_ref(), &next).await? {
-        announce_transitions(ctx, vs, &next).await;
+    let previous = vs.status.as_ref();
+    if patch_status_if_changed(api, &vs.name_any(), previous, &next).await? {
+        ctx.wrote_status(vs, &next);
+        announce_transitions(ctx, vs, previous, &next).await;
     }
     Ok(())
 }
 
-async fn announce_transitions(ctx: &Context, vs: &VLLMService, next: &VLLMServiceStatus) {
+async fn announce_transitions(
+    ctx: &Context,
+    vs: &VLLMService,
+    before: Option<&VLLMServiceStatus>,
+    next: &VLLMServiceStatus,
+) {
     let find = |s: Option<&VLLMServiceStatus>, t: &str| {
         s.and_then(|s| s.conditions.iter().find(|c| c.type_ == t).cloned())
     };
-    let before = vs.status.as_ref();
     if let Some(d) = find(Some(next), ct::DEGRADED) {
         let prev = find(before, ct::DEGRADED);
         let changed = prev.as_ref().map(|p| (&p.status, &p.reason)) != Some((&d.status, &d.reason));

@@ -3,7 +3,7 @@
 //! verdict back from the route's status.
 
 use gateway_api::apis::standard::{gateways::Gateway, httproutes::HttpRoute};
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client, ResourceExt, runtime::reflector::Store};
 use vllmservice_api::{GatewayRef, VLLMService};
 
 use crate::{conditions::Status, error::Result, status::Feature};
@@ -44,10 +44,23 @@ pub enum Resolution {
     WrongProtocol { message: String },
 }
 
-/// Reads the Gateway and checks the listener, as SPEC section 3 prescribes.
-pub async fn resolve(client: &Client, target: &Target) -> Result<Resolution> {
-    let gateways: Api<Gateway> = Api::namespaced(client.clone(), &target.namespace);
-    let Some(gateway) = gateways.get_opt(&target.name).await? else {
+/// Reads the Gateway (from the controller's cache `cache`; from the API server
+/// when the cache does not have it, e.g. a Gateway outside the watched
+/// namespace) and checks the listener, as SPEC section 3 prescribes.
+pub async fn resolve(
+    client: &Client,
+    cache: Option<&Store<Gateway>>,
+    target: &Target,
+) -> Result<Resolution> {
+    let cached = cache.and_then(|c| crate::controller::cached(c, &target.namespace, &target.name));
+    let gateway = match cached {
+        Some(gateway) => Some(gateway),
+        None => {
+            let gateways: Api<Gateway> = Api::namespaced(client.clone(), &target.namespace);
+            gateways.get_opt(&target.name).await?
+        }
+    };
+    let Some(gateway) = gateway else {
         return Ok(Resolution::Missing {
             reason: "GatewayNotFound",
             message: format!(
