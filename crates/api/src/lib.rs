@@ -2,6 +2,7 @@
 //!
 //! No client I/O happens here; the operator crate reads and writes these types.
 
+pub mod quantity;
 pub mod rules;
 mod schema;
 pub mod v1alpha1;

@@ -4,6 +4,10 @@
 //! Each format has its CEL expression and its Rust predicate side by side, so the two cannot
 //! drift apart unnoticed; the api crate's tests evaluate both on the same inputs.
 
+use std::cmp::Ordering;
+
+use crate::quantity::ParsedQuantity;
+
 /// Upper bounds on strings, lists and maps. The API server estimates the cost of every CEL
 /// rule from these bounds and rejects the CRD when a rule could exceed its budget, so every
 /// value that a rule looks at is bounded.
@@ -24,6 +28,16 @@ pub mod limits {
     pub const DECIMAL: usize = 32;
     /// `monitoring.interval`.
     pub const DURATION: usize = 64;
+    /// `image`.
+    pub const IMAGE: usize = 4096;
+    /// Entries in `resources.requests` and in `resources.limits`.
+    pub const RESOURCES: usize = 16;
+    /// Length of one quantity in `resources` (`99999999999999999999Ti` is 22).
+    pub const QUANTITY: usize = 64;
+    /// Entries in `env`.
+    pub const ENV: usize = 128;
+    /// Length of an `env[].name`.
+    pub const ENV_NAME: usize = 256;
 }
 
 /// A vLLM flag that the operator sets from a typed field, so `engineArgs.extraArgs` must not
@@ -145,12 +159,33 @@ pub const DURATION_RE: &str =
 /// A plain decimal number such as `0.9`, `1` or `.5`.
 pub const DECIMAL_RE: &str = "^([0-9]+([.][0-9]*)?|[.][0-9]+)$";
 
-/// A resource quantity such as `16Gi`, `500m` or `1e3`: the pattern Kubebuilder puts on
-/// `resource.Quantity` fields, which the k8s-openapi schema lacks.
-pub const QUANTITY_RE: &str = "^[+-]?(([0-9]+([.][0-9]*)?)|([.][0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?(([0-9]+([.][0-9]*)?)|([.][0-9]+))))?$";
+/// A resource quantity such as `16Gi`, `500m` or `1e3`, exactly as the API server's
+/// `resource.ParseQuantity` reads it (the k8s-openapi schema has no pattern). Kubebuilder's
+/// pattern also allows a fractional exponent (`1e1.5`), which the API server refuses in the
+/// Deployment; the exponent here is an integer of at most 9 digits, so that it always fits the
+/// API server's 32-bit exponent.
+pub const QUANTITY_RE: &str =
+    "^[+-]?(([0-9]+([.][0-9]*)?)|([.][0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?[0-9]{1,9}))?$";
 
-/// [`QUANTITY_RE`] without a sign, for sizes.
-pub const SIZE_RE: &str = "^(([0-9]+([.][0-9]*)?)|([.][0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?(([0-9]+([.][0-9]*)?)|([.][0-9]+))))?$";
+/// [`QUANTITY_RE`] without a sign, for sizes and compute resources.
+pub const SIZE_RE: &str =
+    "^(([0-9]+([.][0-9]*)?)|([.][0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?[0-9]{1,9}))?$";
+
+/// A lowercase RFC 1123 DNS subdomain (object names such as Secrets, ServiceAccounts and
+/// RuntimeClasses; Gateway API section names); the 253-character limit is a `maxLength`.
+pub const DNS_SUBDOMAIN_RE: &str =
+    "^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+
+/// A lowercase RFC 1123 DNS label (namespace names); the 63-character limit is a `maxLength`.
+pub const DNS_LABEL_RE: &str = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+
+/// An environment variable name as the API server has checked it since Kubernetes 1.34
+/// (`RelaxedEnvironmentVariableValidation`): printable ASCII (space to `~`) except `=`.
+pub const ENV_NAME_RE: &str = "^[ -<>-~]+$";
+
+/// A ConfigMap or Secret key: alphanumerics, `-`, `_` and `.` (besides the rule against `.`
+/// and a leading `..` in [`config_key_cel`]).
+pub const CONFIG_KEY_RE: &str = "^[-._a-zA-Z0-9]+$";
 
 /// The CEL rule on a label map's keys.
 pub fn label_keys_cel() -> String {
@@ -184,6 +219,139 @@ pub fn hostname_cel() -> String {
     format!("self.matches('{HOSTNAME_RE}')")
 }
 
+/// The CEL rule on `gatewayRef.sectionName` and on Secret and ConfigMap names.
+pub fn dns_subdomain_cel() -> String {
+    format!("self.matches('{DNS_SUBDOMAIN_RE}')")
+}
+
+/// The CEL rule on `runtimeClassName` and `serviceAccountName`, where empty means unset.
+pub fn optional_dns_subdomain_cel() -> String {
+    format!("self == '' || self.matches('{DNS_SUBDOMAIN_RE}')")
+}
+
+/// The CEL rule on `gatewayRef.namespace`.
+pub fn dns_label_cel() -> String {
+    format!("self.matches('{DNS_LABEL_RE}')")
+}
+
+/// The CEL rule on `env[].name`.
+pub fn env_name_cel() -> String {
+    format!("self.matches('{ENV_NAME_RE}')")
+}
+
+/// The CEL rule on Secret and ConfigMap keys (`IsConfigMapKey`).
+pub fn config_key_cel() -> String {
+    format!("self.matches('{CONFIG_KEY_RE}') && self != '.' && !self.startsWith('..')")
+}
+
+/// The CEL rule on `image`: the API server refuses leading and trailing whitespace.
+pub const IMAGE_CEL: &str = "self == self.trim()";
+
+/// The CEL rule on `storage.mountPath`: `/dev/shm` is taken by the shared-memory volume, and
+/// the API server refuses two mounts at one path.
+pub const NOT_SHM_CEL: &str = "self != '/dev/shm'";
+
+/// The CEL rule on an `env` item (reported at its `valueFrom`).
+pub const ENV_VALUE_FROM_WITH_VALUE_CEL: &str =
+    "!has(self.valueFrom) || !has(self.value) || size(self.value) == 0";
+
+/// The CEL rule on `env[].valueFrom`: exactly one source.
+pub const ENV_SOURCES_CEL: &str = "(has(self.fieldRef) ? 1 : 0) + (has(self.resourceFieldRef) ? 1 : 0) + (has(self.configMapKeyRef) ? 1 : 0) + (has(self.secretKeyRef) ? 1 : 0) == 1";
+
+/// The CEL rule on `env[].valueFrom` (reported at its `fileKeyRef`): the file would have to be
+/// in an emptyDir volume before vLLM starts, and the pods have no init container to write it.
+pub const ENV_NO_FILE_KEY_REF_CEL: &str = "!has(self.fileKeyRef)";
+
+/// The CEL rule on `resources.claims`: the pods have no `resourceClaims` to name.
+pub const NO_CLAIMS_CEL: &str = "size(self) == 0";
+
+// The resource rules below follow the API server's `validateResourceRequirements` (v1.36) for
+// one container, with `k` a resource name. Quantities are `string(...)` because the values are
+// int-or-string; a value that is not a quantity fails the schema's pattern instead.
+
+/// CEL: `k` is an extended resource (a qualified name outside `kubernetes.io/`), which must be
+/// a whole number and needs a limit equal to its request.
+const EXTENDED_CEL: &str = "(k.contains('/') && !k.contains('kubernetes.io/'))";
+
+/// CEL: `k` is hugepages of some page size.
+const HUGEPAGES_CEL: &str = "k.startsWith('hugepages-')";
+
+/// The prefix of hugepages resource names (`hugepages-2Mi`).
+pub const HUGEPAGES_PREFIX: &str = "hugepages-";
+
+/// The CEL rule on the keys of `resources.requests` and `resources.limits`.
+pub fn resource_names_cel() -> String {
+    format!(
+        "self.all(k, k.matches('{LABEL_KEY_RE}') && (k.contains('/') ? \
+         (k.contains('kubernetes.io/') ? k.indexOf('/') <= {} : \
+         !k.startsWith('requests.') && k.indexOf('/') <= {}) : \
+         (k in ['cpu', 'memory', 'ephemeral-storage'] || {HUGEPAGES_CEL})))",
+        limits::DNS_SUBDOMAIN,
+        EXTENDED_RESOURCE_PREFIX,
+    )
+}
+
+/// The longest prefix of an extended resource name: the API server checks
+/// `requests.<name>`, the name a ResourceQuota would use, as a qualified name.
+pub const EXTENDED_RESOURCE_PREFIX: usize = limits::DNS_SUBDOMAIN - "requests.".len();
+
+/// The CEL rule on the values of `resources.requests` and `resources.limits`: extended
+/// resources are whole numbers.
+pub fn resource_integers_cel() -> String {
+    format!(
+        "self.all(k, !{EXTENDED_CEL} || !isQuantity(string(self[k])) || \
+         quantity(string(self[k])).isInteger())"
+    )
+}
+
+/// The CEL rule on the values of `resources.requests` and `resources.limits`: hugepages are a
+/// whole multiple of the page size their name gives.
+pub fn resource_hugepages_cel() -> String {
+    let page = "k.substring(10)";
+    let value = "quantity(string(self[k]))";
+    format!(
+        "self.all(k, !{HUGEPAGES_CEL} || !isQuantity(string(self[k])) || \
+         (isQuantity({page}) && quantity({page}).isInteger() && quantity({page}).asInteger() > 0 \
+         && {value}.isInteger() && {value}.asInteger() % quantity({page}).asInteger() == 0))"
+    )
+}
+
+/// The CEL rule on `resources` (reported at `requests`): a request of a resource that may be
+/// overcommitted is at most its limit.
+pub fn requests_within_limits_cel() -> String {
+    let request = "string(self.requests[k])";
+    let limit = "string(self.limits[k])";
+    format!(
+        "!has(self.requests) || !has(self.limits) || self.requests.all(k, \
+         !(k in self.limits) || {EXTENDED_CEL} || {HUGEPAGES_CEL} || \
+         !isQuantity({request}) || !isQuantity({limit}) || \
+         quantity({request}).compareTo(quantity({limit})) <= 0)"
+    )
+}
+
+/// The CEL rule on `resources` (reported at `requests`): a request of an extended resource or
+/// of hugepages needs a limit, and the same quantity in both. (Only a limit is fine: the
+/// request defaults to it.)
+pub fn requests_equal_limits_cel() -> String {
+    let request = "string(self.requests[k])";
+    let limit = "string(self.limits[k])";
+    format!(
+        "!has(self.requests) || self.requests.all(k, !({EXTENDED_CEL} || {HUGEPAGES_CEL}) || \
+         (has(self.limits) && k in self.limits && (!isQuantity({request}) || \
+         !isQuantity({limit}) || quantity({request}).compareTo(quantity({limit})) == 0)))"
+    )
+}
+
+/// The CEL rule on `resources`: hugepages need cpu or memory too.
+pub fn hugepages_need_cpu_or_memory_cel() -> String {
+    format!(
+        "!((has(self.requests) && self.requests.exists(k, {HUGEPAGES_CEL})) || \
+         (has(self.limits) && self.limits.exists(k, {HUGEPAGES_CEL}))) || \
+         (has(self.requests) && ('cpu' in self.requests || 'memory' in self.requests)) || \
+         (has(self.limits) && ('cpu' in self.limits || 'memory' in self.limits))"
+    )
+}
+
 /// The CEL rule on `storage.subPath`: relative, and never climbing out of the volume.
 pub const RELATIVE_PATH_CEL: &str = "!self.startsWith('/') && self != '..' && !self.startsWith('../') && !self.endsWith('/..') && !self.contains('/../')";
 
@@ -207,6 +375,85 @@ pub mod messages {
         "monitoring.interval must be a Prometheus duration such as 30s, 1m or 1m30s";
     /// `monitoring.path`.
     pub const MONITORING_PATH: &str = "monitoring.path must start with '/'";
+    /// `image`.
+    pub const IMAGE: &str = "image must not have leading or trailing whitespace";
+    /// `storage.mountPath` at `/dev/shm`.
+    pub const MOUNT_PATH_SHM: &str =
+        "storage.mountPath must not be /dev/shm: the operator mounts shared memory there";
+    /// `runtimeClassName`.
+    pub const RUNTIME_CLASS_NAME: &str = "runtimeClassName must be a RuntimeClass name: a \
+                                          lowercase DNS subdomain such as nvidia (or empty)";
+    /// `serviceAccountName`.
+    pub const SERVICE_ACCOUNT_NAME: &str = "serviceAccountName must be a ServiceAccount name: a \
+                                            lowercase DNS subdomain such as vllm (or empty)";
+    /// `gatewayRef.sectionName`.
+    pub const SECTION_NAME: &str = "gatewayRef.sectionName must be a listener name: a \
+                                    lowercase DNS subdomain such as http";
+    /// `gatewayRef.namespace`.
+    pub const GATEWAY_NAMESPACE: &str = "gatewayRef.namespace must be a namespace name: \
+                                         lowercase letters, digits and '-', starting and ending \
+                                         with a letter or digit";
+    /// `env[].name`.
+    pub const ENV_NAME: &str = "env[].name must be printable ASCII characters other than '='";
+    /// `env[].valueFrom` next to a `value`.
+    pub const ENV_VALUE_FROM_WITH_VALUE: &str =
+        "env[].valueFrom must not be set when env[].value is not empty";
+    /// `env[].valueFrom` without exactly one source.
+    pub const ENV_SOURCES: &str = "env[].valueFrom must set exactly one of fieldRef, \
+                                   resourceFieldRef, configMapKeyRef or secretKeyRef";
+    /// `env[].valueFrom.fileKeyRef`.
+    pub const ENV_FILE_KEY_REF: &str = "env[].valueFrom.fileKeyRef is not supported: the pods \
+                                        have no init container to write such a file";
+    /// `resources.claims`.
+    pub const CLAIMS: &str = "resources.claims must be empty: the pods have no resourceClaims";
+    /// `resources.requests` above `resources.limits`.
+    pub const REQUESTS_WITHIN_LIMITS: &str =
+        "resources.requests must not exceed resources.limits of the same resource";
+    /// `resources.requests` of extended resources and hugepages without an equal limit.
+    pub const REQUESTS_EQUAL_LIMITS: &str = "resources.requests of extended resources such as \
+                                             nvidia.com/gpu and of hugepages need a limit of the \
+                                             same quantity: set both to it, or only the limit";
+    /// hugepages without cpu or memory.
+    pub const HUGEPAGES_NEED_CPU_OR_MEMORY: &str =
+        "resources with hugepages must also request or limit cpu or memory";
+
+    /// The keys of `resources.requests` or `resources.limits`; `list` is `requests` or
+    /// `limits`.
+    pub fn resource_names(list: &str) -> String {
+        format!(
+            "resources.{list} keys must be cpu, memory, ephemeral-storage, hugepages-<page \
+             size> or an extended resource name such as nvidia.com/gpu"
+        )
+    }
+
+    /// Extended resources in `resources.requests` or `resources.limits`.
+    pub fn resource_integers(list: &str) -> String {
+        format!(
+            "resources.{list} of extended resources such as nvidia.com/gpu must be whole \
+             numbers such as 1 (not 1.0 or 1000m)"
+        )
+    }
+
+    /// Hugepages in `resources.requests` or `resources.limits`.
+    pub fn resource_hugepages(list: &str) -> String {
+        format!(
+            "resources.{list} of hugepages-<page size> must be whole multiples of a page size \
+             such as 2Mi, e.g. hugepages-2Mi: 512Mi"
+        )
+    }
+
+    /// A Secret or ConfigMap name in `env[].valueFrom`; `source` is e.g. `secretKeyRef`.
+    pub fn env_source_name(source: &str) -> String {
+        format!("env[].valueFrom.{source}.name must be a lowercase DNS subdomain such as hf-token")
+    }
+
+    /// A Secret or ConfigMap key in `env[].valueFrom`; `source` is e.g. `secretKeyRef`.
+    pub fn env_source_key(source: &str) -> String {
+        format!(
+            "env[].valueFrom.{source}.key must be alphanumerics, '-', '_' or '.', not '.' and \
+             not starting with '..'"
+        )
+    }
 
     /// A probe's `path`; `field` is e.g. `startupProbe`.
     pub fn probe_path(field: &str) -> String {
@@ -251,14 +498,128 @@ fn is_delimited(s: &str, edge: impl Fn(char) -> bool, middle: impl Fn(char) -> b
 }
 
 /// One DNS label as the patterns above spell it: `[a-z0-9]([-a-z0-9]*[a-z0-9])?`.
-fn is_dns_label(s: &str, edge: fn(char) -> bool) -> bool {
+fn is_dns_label_with(s: &str, edge: fn(char) -> bool) -> bool {
     is_delimited(s, edge, |c| edge(c) || c == '-')
 }
 
 /// Rust twin of [`HOSTNAME_RE`] plus the 253-character limit.
 pub fn is_hostname(s: &str) -> bool {
     let name = s.strip_prefix("*.").unwrap_or(s);
-    s.len() <= limits::DNS_SUBDOMAIN && name.split('.').all(|l| is_dns_label(l, is_lower_alnum))
+    s.len() <= limits::DNS_SUBDOMAIN
+        && name
+            .split('.')
+            .all(|l| is_dns_label_with(l, is_lower_alnum))
+}
+
+/// Rust twin of [`DNS_SUBDOMAIN_RE`] plus the 253-character limit.
+pub fn is_dns_subdomain(s: &str) -> bool {
+    s.len() <= limits::DNS_SUBDOMAIN && s.split('.').all(|l| is_dns_label_with(l, is_lower_alnum))
+}
+
+/// Rust twin of [`DNS_LABEL_RE`] plus the 63-character limit.
+pub fn is_dns_label(s: &str) -> bool {
+    s.len() <= limits::LABEL_NAME && is_dns_label_with(s, is_lower_alnum)
+}
+
+/// Rust twin of [`env_name_cel`].
+pub fn is_env_var_name(s: &str) -> bool {
+    !s.is_empty() && s.chars().all(|c| (' '..='~').contains(&c) && c != '=')
+}
+
+/// Rust twin of [`config_key_cel`] plus the 253-character limit.
+pub fn is_config_key(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= limits::DNS_SUBDOMAIN
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && s != "."
+        && !s.starts_with("..")
+}
+
+/// Rust twin of [`IMAGE_CEL`]: CEL's `trim()`, like the API server's `strings.TrimSpace`,
+/// trims Unicode White_Space, as `str::trim` does.
+pub fn is_trimmed(s: &str) -> bool {
+    s.trim() == s
+}
+
+/// Whether a resource is an extended resource (`EXTENDED_CEL`).
+pub fn is_extended_resource(name: &str) -> bool {
+    name.contains('/') && !name.contains("kubernetes.io/")
+}
+
+/// Whether a resource is hugepages (`HUGEPAGES_CEL`).
+pub fn is_hugepages(name: &str) -> bool {
+    name.starts_with(HUGEPAGES_PREFIX)
+}
+
+/// Rust twin of [`resource_names_cel`] for one name.
+pub fn is_resource_name(name: &str) -> bool {
+    is_label_key(name)
+        && match name.split_once('/') {
+            Some((prefix, _)) if name.contains("kubernetes.io/") => {
+                prefix.len() <= limits::DNS_SUBDOMAIN
+            }
+            Some((prefix, _)) => {
+                !name.starts_with("requests.") && prefix.len() <= EXTENDED_RESOURCE_PREFIX
+            }
+            None => matches!(name, "cpu" | "memory" | "ephemeral-storage") || is_hugepages(name),
+        }
+}
+
+/// Rust twin of [`resource_integers_cel`] for one entry.
+pub fn is_resource_integer_ok(name: &str, value: &str) -> bool {
+    !is_extended_resource(name) || ParsedQuantity::parse(value).is_none_or(|q| q.is_integer())
+}
+
+/// Rust twin of [`resource_hugepages_cel`] for one entry.
+pub fn is_hugepages_value_ok(name: &str, value: &str) -> bool {
+    let Some(page) = name.strip_prefix(HUGEPAGES_PREFIX) else {
+        return true;
+    };
+    let Some(value) = ParsedQuantity::parse(value) else {
+        return true;
+    };
+    let page = ParsedQuantity::parse(page)
+        .and_then(|p| p.as_integer())
+        .filter(|p| *p > 0);
+    match (page, value.as_integer()) {
+        (Some(page), Some(value)) => value % page == 0,
+        _ => false,
+    }
+}
+
+/// Rust twin of [`requests_within_limits_cel`] for one request with a limit.
+pub fn is_request_within_limit(name: &str, request: &str, limit: &str) -> bool {
+    if is_extended_resource(name) || is_hugepages(name) {
+        return true;
+    }
+    match (ParsedQuantity::parse(request), ParsedQuantity::parse(limit)) {
+        (Some(request), Some(limit)) => request.compare(&limit) != Ordering::Greater,
+        _ => true,
+    }
+}
+
+/// Rust twin of [`requests_equal_limits_cel`] for one request and its limit, if any.
+pub fn is_request_equal_to_limit(name: &str, request: &str, limit: Option<&str>) -> bool {
+    if !(is_extended_resource(name) || is_hugepages(name)) {
+        return true;
+    }
+    let Some(limit) = limit else {
+        return false;
+    };
+    match (ParsedQuantity::parse(request), ParsedQuantity::parse(limit)) {
+        (Some(request), Some(limit)) => request.compare(&limit) == Ordering::Equal,
+        _ => true,
+    }
+}
+
+/// Rust twin of [`hugepages_need_cpu_or_memory_cel`], given the resource names of the
+/// requests and of the limits.
+pub fn hugepages_have_cpu_or_memory<'a>(names: impl IntoIterator<Item = &'a str> + Clone) -> bool {
+    !names.clone().into_iter().any(is_hugepages)
+        || names
+            .into_iter()
+            .any(|name| matches!(name, "cpu" | "memory"))
 }
 
 /// Rust twin of [`LABEL_VALUE_RE`] plus the 63-character limit.
@@ -276,7 +637,7 @@ fn is_qualified_name(s: &str, prefix_edge: fn(char) -> bool) -> bool {
         None => is_label_name(s),
         Some((prefix, name)) => {
             prefix.len() <= limits::DNS_SUBDOMAIN
-                && prefix.split('.').all(|l| is_dns_label(l, prefix_edge))
+                && prefix.split('.').all(|l| is_dns_label_with(l, prefix_edge))
                 && is_label_name(name)
         }
     }
@@ -345,8 +706,7 @@ pub fn is_quantity(s: &str) -> bool {
                 .strip_prefix(['e', 'E'])
                 .map(|exp| exp.strip_prefix(['+', '-']).unwrap_or(exp))
                 .is_some_and(|exp| {
-                    let (number, rest) = split_number(exp);
-                    !number.is_empty() && rest.is_empty()
+                    (1..=9).contains(&exp.len()) && exp.bytes().all(|c| c.is_ascii_digit())
                 }),
         }
 }
@@ -413,12 +773,36 @@ mod tests {
     #[test]
     fn quantities() {
         for ok in [
-            "1", "16Gi", "500m", "1.5", ".5", "1.", "1e3", "1E-3", "+1k", "-2Mi", "1.5e+2",
+            "1",
+            "16Gi",
+            "500m",
+            "1.5",
+            ".5",
+            "1.",
+            "1e3",
+            "1E-3",
+            "+1k",
+            "-2Mi",
+            "1.5e+2",
+            "1e123456789",
         ] {
             assert!(is_quantity(ok), "{ok}");
         }
         for bad in [
-            "", "lots", "1GB", "Gi", ".", "1e", "1.2.3", "1 Gi", "1ki", "e3", "1e3Gi",
+            "",
+            "lots",
+            "1GB",
+            "Gi",
+            ".",
+            "1e",
+            "1.2.3",
+            "1 Gi",
+            "1ki",
+            "e3",
+            "1e3Gi",
+            "1e1.5",
+            "1e.5",
+            "1e1234567890",
         ] {
             assert!(!is_quantity(bad), "{bad}");
         }
@@ -467,6 +851,116 @@ mod tests {
         assert!(is_label_value("v1.2_x-y"));
         assert!(!is_label_value("has space"));
         assert!(!is_label_value(&"a".repeat(64)));
+    }
+
+    #[test]
+    fn object_names() {
+        for ok in ["a", "nvidia", "hf-token", "a.b-c.d", "0", &"a".repeat(253)] {
+            assert!(is_dns_subdomain(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "bad-",
+            "-a",
+            "A",
+            "a_b",
+            "a..b",
+            "a.",
+            ".a",
+            &"a".repeat(254),
+        ] {
+            assert!(!is_dns_subdomain(bad), "{bad}");
+        }
+        assert!(is_dns_label("gateway-system"));
+        assert!(!is_dns_label("gateway.system"));
+        assert!(!is_dns_label(&"a".repeat(64)));
+    }
+
+    #[test]
+    fn env_names_and_keys() {
+        for ok in ["HF_TOKEN", "a", "my.var-1", "A B", "~!@#$%^&*()"] {
+            assert!(is_env_var_name(ok), "{ok}");
+        }
+        for bad in ["", "A=B", "é", "TAB\t", "\u{7f}"] {
+            assert!(!is_env_var_name(bad), "{bad:?}");
+        }
+        for ok in ["token", "a.b", "_x", "-", ".x", "a..b", "A-Z_0.9"] {
+            assert!(is_config_key(ok), "{ok}");
+        }
+        for bad in ["", ".", "..", "..x", "a/b", "a b", &"a".repeat(254)] {
+            assert!(!is_config_key(bad), "{bad}");
+        }
+        assert!(is_trimmed("vllm/vllm-openai:latest"));
+        assert!(!is_trimmed(" vllm"));
+        assert!(!is_trimmed("vllm\u{a0}"));
+    }
+
+    #[test]
+    fn resource_names() {
+        for ok in [
+            "cpu",
+            "memory",
+            "ephemeral-storage",
+            "hugepages-2Mi",
+            "nvidia.com/gpu",
+            "volcano.sh/vgpu-number",
+            "example.kubernetes.io/thing",
+            &format!("{}/x", "a".repeat(244)),
+            &format!("{}.kubernetes.io/x", "a".repeat(239)),
+        ] {
+            assert!(is_resource_name(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "gpu",
+            "pods",
+            "requests.cpu",
+            "requests.example.com/x",
+            "Example.com/gpu",
+            "a/b/c",
+            "nvidia.com/",
+            &format!("{}/x", "a".repeat(245)),
+        ] {
+            assert!(!is_resource_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn resource_values() {
+        assert!(is_resource_integer_ok("nvidia.com/gpu", "2"));
+        assert!(is_resource_integer_ok("nvidia.com/gpu", "1k"));
+        assert!(!is_resource_integer_ok("nvidia.com/gpu", "0.5"));
+        assert!(!is_resource_integer_ok("nvidia.com/gpu", "1000m"));
+        assert!(is_resource_integer_ok("cpu", "0.5"));
+        assert!(is_resource_integer_ok("example.kubernetes.io/x", "0.5"));
+        // Not a quantity: the pattern refuses it, not this rule.
+        assert!(is_resource_integer_ok("nvidia.com/gpu", "lots"));
+
+        assert!(is_hugepages_value_ok("hugepages-2Mi", "4Mi"));
+        assert!(is_hugepages_value_ok("hugepages-2Mi", "0"));
+        assert!(!is_hugepages_value_ok("hugepages-2Mi", "3Mi"));
+        assert!(!is_hugepages_value_ok("hugepages-0", "0"));
+        assert!(!is_hugepages_value_ok("hugepages-x", "1"));
+        assert!(is_hugepages_value_ok("memory", "3Mi"));
+
+        assert!(is_request_within_limit("cpu", "500m", "1"));
+        assert!(is_request_within_limit("cpu", "1", "1000m"));
+        assert!(!is_request_within_limit("memory", "2Gi", "2G"));
+        assert!(is_request_within_limit("nvidia.com/gpu", "2", "1"));
+
+        assert!(is_request_equal_to_limit("nvidia.com/gpu", "1", Some("1")));
+        assert!(!is_request_equal_to_limit("nvidia.com/gpu", "1", Some("2")));
+        assert!(!is_request_equal_to_limit("nvidia.com/gpu", "1", None));
+        assert!(!is_request_equal_to_limit("hugepages-2Mi", "2Mi", None));
+        assert!(is_request_equal_to_limit("cpu", "1", None));
+        assert!(is_request_equal_to_limit("kubernetes.io/x", "1", None));
+
+        assert!(hugepages_have_cpu_or_memory(["cpu", "nvidia.com/gpu"]));
+        assert!(hugepages_have_cpu_or_memory(["hugepages-2Mi", "memory"]));
+        assert!(!hugepages_have_cpu_or_memory([
+            "hugepages-2Mi",
+            "nvidia.com/gpu"
+        ]));
     }
 
     #[test]

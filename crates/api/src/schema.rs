@@ -8,15 +8,52 @@ use crate::rules::{self, RESERVED_FLAGS, limits, messages};
 
 /// Appends one CEL rule with its message to a schema.
 fn push_rule(schema: &mut Schema, rule: &str, message: &str) {
-    let entry = json!({ "rule": rule, "message": message });
-    match schema
-        .ensure_object()
+    push_entry(
+        schema.ensure_object(),
+        json!({ "rule": rule, "message": message }),
+    );
+}
+
+/// Appends one CEL rule to a schema node of a type we do not own (k8s-openapi's), reported at
+/// `field_path` (e.g. `.requests`) below the node when given.
+fn push_rule_on(node: &mut Value, rule: &str, message: &str, field_path: Option<&str>) {
+    let mut entry = json!({ "rule": rule, "message": message });
+    if let Some(path) = field_path {
+        entry["fieldPath"] = json!(path);
+    }
+    let object = node.as_object_mut().expect("a schema node is an object");
+    push_entry(object, entry);
+}
+
+fn push_entry(object: &mut serde_json::Map<String, Value>, entry: Value) {
+    match object
         .entry("x-kubernetes-validations")
         .or_insert_with(|| Value::Array(Vec::new()))
     {
         Value::Array(list) => list.push(entry),
         other => *other = Value::Array(vec![entry]),
     }
+}
+
+/// Runs `edit` on the schema as a JSON value.
+fn edit_value(schema: &mut Schema, edit: impl FnOnce(&mut Value)) {
+    let mut value = Value::from(std::mem::take(schema));
+    edit(&mut value);
+    *schema = Schema::try_from(value).expect("still a schema");
+}
+
+/// The schema node at `path` (property names, `items` or `additionalProperties`) below `node`;
+/// panics when k8s-openapi's schema no longer has it, which the api crate's tests would catch.
+fn node_at<'a>(node: &'a mut Value, path: &[&str]) -> &'a mut Value {
+    path.iter().fold(node, |node, step| {
+        let next = match *step {
+            "items" | "additionalProperties" => node.get_mut(*step),
+            property => node
+                .get_mut("properties")
+                .and_then(|properties| properties.get_mut(property)),
+        };
+        next.unwrap_or_else(|| panic!("the schema has no {path:?} (at {step})"))
+    })
 }
 
 /// A transform that adds one CEL rule.
@@ -102,12 +139,124 @@ pub(crate) fn unwrap_doc_lines(schema: &mut Schema) {
     unwrap(object);
 }
 
-/// Fields holding resource quantities (`resources`, `env[].valueFrom` divisors):
-/// adds the quantity pattern to every int-or-string below, so "lots" is rejected at apply
-/// instead of when the Deployment is written. The pattern only applies to the string form.
+/// Fields holding resource quantities (`env[].valueFrom` divisors): adds the quantity pattern
+/// to every int-or-string below, so "lots" is rejected at apply instead of when the Deployment
+/// is written. The pattern only applies to the string form.
 pub(crate) fn quantities(schema: &mut Schema) {
     if let Some(object) = schema.as_object_mut() {
         object.values_mut().for_each(walk_quantities);
+    }
+}
+
+/// `resources`: what the API server checks in a container's resources (names, non-negative
+/// quantities, whole extended resources, requests against limits, hugepages), bounded for the
+/// CEL cost estimate.
+pub(crate) fn resources(schema: &mut Schema) {
+    edit_value(schema, resources_value);
+}
+
+fn resources_value(node: &mut Value) {
+    for list in ["requests", "limits"] {
+        let map = node_at(node, &[list]);
+        map["maxProperties"] = json!(limits::RESOURCES);
+        let values = node_at(map, &["additionalProperties"]);
+        values["pattern"] = json!(rules::SIZE_RE);
+        values["minimum"] = json!(0);
+        values["maxLength"] = json!(limits::QUANTITY);
+        push_rule_on(
+            map,
+            &rules::resource_names_cel(),
+            &messages::resource_names(list),
+            None,
+        );
+        push_rule_on(
+            map,
+            &rules::resource_integers_cel(),
+            &messages::resource_integers(list),
+            None,
+        );
+        push_rule_on(
+            map,
+            &rules::resource_hugepages_cel(),
+            &messages::resource_hugepages(list),
+            None,
+        );
+    }
+    push_rule_on(
+        node_at(node, &["claims"]),
+        rules::NO_CLAIMS_CEL,
+        messages::CLAIMS,
+        None,
+    );
+    push_rule_on(
+        node,
+        &rules::requests_within_limits_cel(),
+        messages::REQUESTS_WITHIN_LIMITS,
+        Some(".requests"),
+    );
+    push_rule_on(
+        node,
+        &rules::requests_equal_limits_cel(),
+        messages::REQUESTS_EQUAL_LIMITS,
+        Some(".requests"),
+    );
+    push_rule_on(
+        node,
+        &rules::hugepages_need_cpu_or_memory_cel(),
+        messages::HUGEPAGES_NEED_CPU_OR_MEMORY,
+        None,
+    );
+}
+
+/// `env`: the API server's rules for environment variables (`ValidateEnv`), bounded for the
+/// CEL cost estimate; also the quantity pattern on `resourceFieldRef.divisor`.
+pub(crate) fn env(schema: &mut Schema) {
+    quantities(schema);
+    edit_value(schema, env_value);
+}
+
+fn env_value(node: &mut Value) {
+    node["maxItems"] = json!(limits::ENV);
+    let item = node_at(node, &["items"]);
+    push_rule_on(
+        item,
+        rules::ENV_VALUE_FROM_WITH_VALUE_CEL,
+        messages::ENV_VALUE_FROM_WITH_VALUE,
+        Some(".valueFrom"),
+    );
+    let name = node_at(item, &["name"]);
+    name["maxLength"] = json!(limits::ENV_NAME);
+    push_rule_on(name, &rules::env_name_cel(), messages::ENV_NAME, None);
+    let value_from = node_at(item, &["valueFrom"]);
+    push_rule_on(
+        value_from,
+        rules::ENV_SOURCES_CEL,
+        messages::ENV_SOURCES,
+        None,
+    );
+    push_rule_on(
+        value_from,
+        rules::ENV_NO_FILE_KEY_REF_CEL,
+        messages::ENV_FILE_KEY_REF,
+        Some(".fileKeyRef"),
+    );
+    for source in ["secretKeyRef", "configMapKeyRef"] {
+        let name = node_at(value_from, &[source, "name"]);
+        name["maxLength"] = json!(limits::DNS_SUBDOMAIN);
+        push_rule_on(
+            name,
+            &rules::dns_subdomain_cel(),
+            &messages::env_source_name(source),
+            None,
+        );
+        let key = node_at(value_from, &[source, "key"]);
+        key["maxLength"] = json!(limits::DNS_SUBDOMAIN);
+        push_rule_on(
+            key,
+            &rules::config_key_cel(),
+            &messages::env_source_key(source),
+            None,
+        );
     }
 }
 

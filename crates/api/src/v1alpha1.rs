@@ -98,7 +98,8 @@ pub mod condition_types {
 pub struct VLLMServiceSpec {
     /// Container image that runs vLLM's OpenAI-compatible server, e.g.
     /// vllm/vllm-openai:latest.
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = limits::IMAGE))]
+    #[schemars(transform = schema::cel(rules::IMAGE_CEL.into(), messages::IMAGE.into()))]
     pub image: String,
 
     /// Path of the model inside the container, passed as --model. Usually a directory under
@@ -123,6 +124,11 @@ pub struct VLLMServiceSpec {
 
     /// RuntimeClass for the pods, e.g. nvidia. Unset or empty uses the cluster default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::DNS_SUBDOMAIN))]
+    #[schemars(transform = schema::cel(
+        rules::optional_dns_subdomain_cel(),
+        messages::RUNTIME_CLASS_NAME.into(),
+    ))]
     pub runtime_class_name: Option<String>,
 
     /// Scheduler for the pods, e.g. volcano. Unset or empty means default-scheduler.
@@ -146,9 +152,11 @@ pub struct VLLMServiceSpec {
     pub host_ipc: bool,
 
     /// Compute resources of the vLLM container, passed through unchanged: CPU, memory, GPUs
-    /// (nvidia.com/gpu) or any extended resource (e.g. volcano.sh/vgpu-number).
+    /// (nvidia.com/gpu) or any extended resource (e.g. volcano.sh/vgpu-number). Extended
+    /// resources are whole numbers, and a request of one needs a limit of the same quantity
+    /// (or set only the limit); other requests must not exceed their limits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(transform = schema::quantities)]
+    #[schemars(transform = schema::resources)]
     pub resources: Option<ResourceRequirements>,
 
     /// The PersistentVolumeClaim that holds the model files.
@@ -183,7 +191,7 @@ pub struct VLLMServiceSpec {
 
     /// Extra environment variables for the vLLM container (e.g. HF_TOKEN from a Secret).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(transform = schema::quantities)]
+    #[schemars(transform = schema::env)]
     pub env: Vec<EnvVar>,
 
     /// Secrets for pulling the image from a private registry.
@@ -200,6 +208,11 @@ pub struct VLLMServiceSpec {
 
     /// ServiceAccount the pods run as. Unset or empty uses the namespace's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::DNS_SUBDOMAIN))]
+    #[schemars(transform = schema::cel(
+        rules::optional_dns_subdomain_cel(),
+        messages::SERVICE_ACCOUNT_NAME.into(),
+    ))]
     pub service_account_name: Option<String>,
 
     /// Extra annotations for the pods.
@@ -242,6 +255,10 @@ pub struct Storage {
         rules::ABSOLUTE_PATH_CEL.into(),
         messages::MOUNT_PATH.into(),
     ))]
+    #[schemars(transform = schema::cel(
+        rules::NOT_SHM_CEL.into(),
+        messages::MOUNT_PATH_SHM.into(),
+    ))]
     pub mount_path: String,
 
     /// Mount the claim read-only (volume and mount). Defaults to true.
@@ -270,10 +287,18 @@ pub struct GatewayRef {
     /// Namespace of the Gateway. Unset means the VLLMService's namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = limits::LABEL_NAME))]
+    #[schemars(transform = schema::cel(
+        rules::dns_label_cel(),
+        messages::GATEWAY_NAMESPACE.into(),
+    ))]
     pub namespace: Option<String>,
 
     /// Name of the Gateway listener (its sectionName) to attach to, e.g. http.
     #[schemars(length(min = 1, max = limits::DNS_SUBDOMAIN))]
+    #[schemars(transform = schema::cel(
+        rules::dns_subdomain_cel(),
+        messages::SECTION_NAME.into(),
+    ))]
     pub section_name: String,
 
     /// Hostname the HTTPRoute matches, e.g. llm.example.com. A leading '*.' wildcard is

@@ -8,6 +8,9 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use k8s_openapi::api::core::v1::{EnvVar, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
 use crate::rules::{self, RESERVED_FLAGS, limits, messages};
 use crate::v1alpha1::{
     EngineArgs, GatewayRef, Monitoring, Probe, ProbeKind, Storage, VLLMService, VLLMServiceSpec,
@@ -120,6 +123,24 @@ impl Errors {
         }
     }
 
+    /// `maxItems`/`maxProperties`.
+    fn at_most_entries(&mut self, field: &str, len: usize, max: usize, what: &str) {
+        if len > max {
+            self.push(field, format!("must have at most {max} {what}"));
+        }
+    }
+
+    /// An optional object name where empty means unset (`runtimeClassName`).
+    fn optional_dns_subdomain(&mut self, field: &str, value: Option<&str>, message: &str) {
+        if let Some(value) = value
+            && self.length(field, value, 0, limits::DNS_SUBDOMAIN)
+            && !value.is_empty()
+            && !rules::is_dns_subdomain(value)
+        {
+            self.push(field, message);
+        }
+    }
+
     fn label_map(&mut self, field: &str, name: &str, map: &BTreeMap<String, String>) {
         if map.len() > limits::MAP_ENTRIES {
             self.push(
@@ -143,38 +164,32 @@ impl Errors {
 }
 
 fn check_spec(spec: &VLLMServiceSpec, errors: &mut Errors) {
-    errors.required("spec.image", &spec.image);
+    let field = "spec.image";
+    if errors.length(field, &spec.image, 1, limits::IMAGE) && !rules::is_trimmed(&spec.image) {
+        errors.push(field, messages::IMAGE);
+    }
     errors.required("spec.modelPath", &spec.model_path);
     errors.required("spec.modelName", &spec.model_name);
     errors.at_least("spec.replicas", spec.replicas, 0);
     if !(1..=65535).contains(&spec.port) {
         errors.push("spec.port", "must be between 1 and 65535");
     }
+    errors.optional_dns_subdomain(
+        "spec.runtimeClassName",
+        spec.runtime_class_name.as_deref(),
+        messages::RUNTIME_CLASS_NAME,
+    );
+    errors.optional_dns_subdomain(
+        "spec.serviceAccountName",
+        spec.service_account_name.as_deref(),
+        messages::SERVICE_ACCOUNT_NAME,
+    );
     errors.label_map("spec.nodeSelector", "nodeSelector", &spec.node_selector);
     errors.label_map("spec.labels", "labels", &spec.labels);
     if let Some(resources) = &spec.resources {
-        for (name, list) in [
-            ("limits", &resources.limits),
-            ("requests", &resources.requests),
-        ] {
-            for (resource, quantity) in list.iter().flatten() {
-                errors.quantity(&format!("spec.resources.{name}.{resource}"), &quantity.0);
-            }
-        }
+        check_resources(resources, errors);
     }
-    for (i, env) in spec.env.iter().enumerate() {
-        let divisor = env
-            .value_from
-            .as_ref()
-            .and_then(|from| from.resource_field_ref.as_ref())
-            .and_then(|field| field.divisor.as_ref());
-        if let Some(divisor) = divisor {
-            errors.quantity(
-                &format!("spec.env[{i}].valueFrom.resourceFieldRef.divisor"),
-                &divisor.0,
-            );
-        }
-    }
+    check_env(&spec.env, errors);
     if let Some(size) = &spec.shm_size
         && !rules::is_size(&size.0)
     {
@@ -210,6 +225,135 @@ fn check_spec(spec: &VLLMServiceSpec, errors: &mut Errors) {
     }
 }
 
+/// The container's resources, as the API server checks them (`validateResourceRequirements`).
+fn check_resources(resources: &ResourceRequirements, errors: &mut Errors) {
+    let none = BTreeMap::new();
+    let requests: &BTreeMap<String, Quantity> = resources.requests.as_ref().unwrap_or(&none);
+    let limit_map: &BTreeMap<String, Quantity> = resources.limits.as_ref().unwrap_or(&none);
+    for (list, map) in [("limits", limit_map), ("requests", requests)] {
+        let field = format!("spec.resources.{list}");
+        errors.at_most_entries(&field, map.len(), limits::RESOURCES, "entries");
+        if !map.keys().all(|name| rules::is_resource_name(name)) {
+            errors.push(&field, messages::resource_names(list));
+        }
+        for (name, quantity) in map {
+            let entry = format!("{field}.{name}");
+            if errors.length(&entry, &quantity.0, 0, limits::QUANTITY)
+                && !rules::is_size(&quantity.0)
+            {
+                errors.push(
+                    entry,
+                    "must be a non-negative quantity such as 2, 500m or 16Gi",
+                );
+            }
+        }
+        if !map
+            .iter()
+            .all(|(name, quantity)| rules::is_resource_integer_ok(name, &quantity.0))
+        {
+            errors.push(&field, messages::resource_integers(list));
+        }
+        if !map
+            .iter()
+            .all(|(name, quantity)| rules::is_hugepages_value_ok(name, &quantity.0))
+        {
+            errors.push(&field, messages::resource_hugepages(list));
+        }
+    }
+    if resources
+        .claims
+        .as_ref()
+        .is_some_and(|claims| !claims.is_empty())
+    {
+        errors.push("spec.resources.claims", messages::CLAIMS);
+    }
+    let field = "spec.resources.requests";
+    let within = requests.iter().all(|(name, request)| {
+        limit_map
+            .get(name)
+            .is_none_or(|limit| rules::is_request_within_limit(name, &request.0, &limit.0))
+    });
+    if !within {
+        errors.push(field, messages::REQUESTS_WITHIN_LIMITS);
+    }
+    let equal = requests.iter().all(|(name, request)| {
+        rules::is_request_equal_to_limit(
+            name,
+            &request.0,
+            limit_map.get(name).map(|limit| limit.0.as_str()),
+        )
+    });
+    if !equal {
+        errors.push(field, messages::REQUESTS_EQUAL_LIMITS);
+    }
+    let names = requests.keys().chain(limit_map.keys()).map(String::as_str);
+    if !rules::hugepages_have_cpu_or_memory(names) {
+        errors.push("spec.resources", messages::HUGEPAGES_NEED_CPU_OR_MEMORY);
+    }
+}
+
+/// The container's environment, as the API server checks it (`ValidateEnv`).
+fn check_env(env: &[EnvVar], errors: &mut Errors) {
+    errors.at_most_entries("spec.env", env.len(), limits::ENV, "items");
+    for (i, var) in env.iter().enumerate() {
+        let prefix = format!("spec.env[{i}]");
+        let field = format!("{prefix}.name");
+        if errors.length(&field, &var.name, 0, limits::ENV_NAME)
+            && !rules::is_env_var_name(&var.name)
+        {
+            errors.push(field, messages::ENV_NAME);
+        }
+        let Some(from) = &var.value_from else {
+            continue;
+        };
+        let field = format!("{prefix}.valueFrom");
+        if var.value.as_ref().is_some_and(|value| !value.is_empty()) {
+            errors.push(&field, messages::ENV_VALUE_FROM_WITH_VALUE);
+        }
+        let sources = [
+            from.field_ref.is_some(),
+            from.resource_field_ref.is_some(),
+            from.config_map_key_ref.is_some(),
+            from.secret_key_ref.is_some(),
+        ];
+        if sources.iter().filter(|set| **set).count() != 1 {
+            errors.push(&field, messages::ENV_SOURCES);
+        }
+        if from.file_key_ref.is_some() {
+            errors.push(format!("{field}.fileKeyRef"), messages::ENV_FILE_KEY_REF);
+        }
+        let key_refs = [
+            from.secret_key_ref
+                .as_ref()
+                .map(|r| ("secretKeyRef", &r.name, &r.key)),
+            from.config_map_key_ref
+                .as_ref()
+                .map(|r| ("configMapKeyRef", &r.name, &r.key)),
+        ];
+        for (source, name, key) in key_refs.into_iter().flatten() {
+            let name_field = format!("{field}.{source}.name");
+            if errors.length(&name_field, name, 0, limits::DNS_SUBDOMAIN)
+                && !rules::is_dns_subdomain(name)
+            {
+                errors.push(name_field, messages::env_source_name(source));
+            }
+            let key_field = format!("{field}.{source}.key");
+            if errors.length(&key_field, key, 0, limits::DNS_SUBDOMAIN)
+                && !rules::is_config_key(key)
+            {
+                errors.push(key_field, messages::env_source_key(source));
+            }
+        }
+        if let Some(divisor) = from
+            .resource_field_ref
+            .as_ref()
+            .and_then(|r| r.divisor.as_ref())
+        {
+            errors.quantity(&format!("{field}.resourceFieldRef.divisor"), &divisor.0);
+        }
+    }
+}
+
 fn check_storage(storage: &Storage, errors: &mut Errors) {
     errors.length(
         "spec.storage.pvcName",
@@ -218,10 +362,13 @@ fn check_storage(storage: &Storage, errors: &mut Errors) {
         limits::DNS_SUBDOMAIN,
     );
     let field = "spec.storage.mountPath";
-    if errors.length(field, &storage.mount_path, 1, limits::PATH)
-        && !storage.mount_path.starts_with('/')
-    {
-        errors.push(field, messages::MOUNT_PATH);
+    if errors.length(field, &storage.mount_path, 1, limits::PATH) {
+        if !storage.mount_path.starts_with('/') {
+            errors.push(field, messages::MOUNT_PATH);
+        }
+        if storage.mount_path == "/dev/shm" {
+            errors.push(field, messages::MOUNT_PATH_SHM);
+        }
     }
     if let Some(sub_path) = &storage.sub_path {
         let field = "spec.storage.subPath";
@@ -239,19 +386,18 @@ fn check_gateway_ref(gateway: &GatewayRef, errors: &mut Errors) {
         limits::DNS_SUBDOMAIN,
     );
     if let Some(namespace) = &gateway.namespace {
-        errors.length(
-            "spec.gatewayRef.namespace",
-            namespace,
-            1,
-            limits::LABEL_NAME,
-        );
+        let field = "spec.gatewayRef.namespace";
+        if errors.length(field, namespace, 1, limits::LABEL_NAME) && !rules::is_dns_label(namespace)
+        {
+            errors.push(field, messages::GATEWAY_NAMESPACE);
+        }
     }
-    errors.length(
-        "spec.gatewayRef.sectionName",
-        &gateway.section_name,
-        1,
-        limits::DNS_SUBDOMAIN,
-    );
+    let field = "spec.gatewayRef.sectionName";
+    if errors.length(field, &gateway.section_name, 1, limits::DNS_SUBDOMAIN)
+        && !rules::is_dns_subdomain(&gateway.section_name)
+    {
+        errors.push(field, messages::SECTION_NAME);
+    }
     let field = "spec.gatewayRef.host";
     if errors.length(field, &gateway.host, 1, limits::DNS_SUBDOMAIN)
         && !rules::is_hostname(&gateway.host)

@@ -240,6 +240,270 @@ async fn every_invalid_case_is_rejected_by_the_api_server_naming_its_field() {
     assert!(checked >= 25, "only {checked} invalid cases checked");
 }
 
+/// A spec's fields the operator copies into the Deployment and the HTTPRoute: edge cases
+/// around every rule that keeps the CRD from accepting what those refuse, with quantity
+/// spellings kube-cel cannot judge offline (`1.0`, `1000m`, 19 digits, `Ei`).
+fn child_field_cases() -> Vec<Value> {
+    let resources = |requests: Value, limits: Value| json!({"resources": {"requests": requests, "limits": limits}});
+    let env = |var: Value| json!({ "env": [var] });
+    let secret = |name: &str, key: &str| json!({"name": "T", "valueFrom": {"secretKeyRef": {"name": name, "key": key}}});
+    let long_prefix = |n: usize| format!("{}.io/x", "a".repeat(n - 3));
+    let mut cases = vec![
+        resources(
+            json!({"cpu": "2", "memory": "8Gi"}),
+            json!({"cpu": "4", "memory": "16Gi"}),
+        ),
+        resources(json!({"cpu": 2}), json!({"cpu": "2000m"})),
+        resources(json!({"cpu": "2.0001"}), json!({"cpu": "2"})),
+        resources(json!({"memory": "1Gi"}), json!({"memory": "1073741824"})),
+        resources(json!({"memory": "2Gi"}), json!({"memory": "2G"})),
+        resources(json!({"memory": "99999999999999999999Ti"}), json!({})),
+        resources(
+            json!({"memory": "99999999999999999999Ti"}),
+            json!({"memory": "8Ei"}),
+        ),
+        resources(json!({"cpu": "0.0000000001"}), json!({"cpu": "1n"})),
+        resources(json!({"cpu": "+1"}), json!({})),
+        resources(json!({"cpu": "1e1.5"}), json!({})),
+        resources(json!({"cpu": "1e3"}), json!({"cpu": "1k"})),
+        resources(json!({}), json!({"nvidia.com/gpu": "1"})),
+        resources(json!({}), json!({"nvidia.com/gpu": 2})),
+        resources(
+            json!({"nvidia.com/gpu": "1"}),
+            json!({"nvidia.com/gpu": "1"}),
+        ),
+        resources(json!({"nvidia.com/gpu": "1"}), json!({})),
+        resources(
+            json!({"nvidia.com/gpu": "1"}),
+            json!({"nvidia.com/gpu": "2"}),
+        ),
+        resources(
+            json!({"nvidia.com/gpu": "1"}),
+            json!({"nvidia.com/gpu": "1000m"}),
+        ),
+        resources(json!({}), json!({"nvidia.com/gpu": "1.0"})),
+        resources(json!({}), json!({"nvidia.com/gpu": "0.5"})),
+        resources(json!({}), json!({"nvidia.com/gpu": "1k"})),
+        resources(json!({}), json!({"nvidia.com/gpu": "1Ki"})),
+        resources(json!({}), json!({"nvidia.com/gpu": "1Ei"})),
+        resources(json!({}), json!({"nvidia.com/gpu": "1234567890123456789"})),
+        resources(json!({}), json!({"nvidia.com/gpu": "0"})),
+        resources(json!({"example.kubernetes.io/x": "0.5"}), json!({})),
+        resources(json!({"fookubernetes.io/x": "0.5"}), json!({})),
+        resources(json!({}), json!({ long_prefix(244): "1" })),
+        resources(json!({}), json!({ long_prefix(245): "1" })),
+        resources(json!({}), json!({"requests.example.com/x": "1"})),
+        resources(json!({}), json!({"gpu": "1"})),
+        resources(json!({}), json!({"pods": "1"})),
+        resources(json!({}), json!({"cpu": "1", "hugepages-2Mi": "4Mi"})),
+        resources(
+            json!({"hugepages-2Mi": "4Mi"}),
+            json!({"memory": "1Gi", "hugepages-2Mi": "4Mi"}),
+        ),
+        resources(json!({}), json!({"cpu": "1", "hugepages-2Mi": "4194304"})),
+        resources(json!({}), json!({"cpu": "1", "hugepages-2Mi": "3Mi"})),
+        resources(json!({}), json!({"cpu": "1", "hugepages-1Gi": "2Gi"})),
+        resources(json!({}), json!({"hugepages-2Mi": "4Mi"})),
+        resources(json!({"hugepages-2Mi": "4Mi"}), json!({"cpu": "1"})),
+        resources(json!({}), json!({"cpu": "1", "hugepages-x": "1"})),
+        resources(json!({}), json!({"cpu": "1", "hugepages-0": "0"})),
+        json!({"resources": {"claims": [{"name": "gpu"}]}}),
+        env(json!({"name": "HF_TOKEN", "value": "x"})),
+        env(json!({"name": "A B.c-1", "value": "x"})),
+        env(json!({"name": "A=B", "value": "x"})),
+        env(json!({"name": "É", "value": "x"})),
+        env(json!({"name": "", "value": "x"})),
+        env(secret("hf-token", "token")),
+        env(secret("hf.token", ".x")),
+        env(secret("bad-", "token")),
+        env(secret("hf", "..x")),
+        env(secret("hf", ".")),
+        env(secret("hf", "a/b")),
+        env(
+            json!({"name": "T", "value": "", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}),
+        ),
+        env(
+            json!({"name": "T", "value": "v", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}),
+        ),
+        env(json!({"name": "T", "valueFrom": {}})),
+        env(json!({"name": "T", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})),
+        env(json!({"name": "T", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}})),
+        env(json!({"name": "T", "valueFrom": {"configMapKeyRef": {"name": "C", "key": "k"}}})),
+        env(
+            json!({"name": "T", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"},
+                                               "secretKeyRef": {"name": "s", "key": "k"}}}),
+        ),
+        env(
+            json!({"name": "T", "valueFrom": {"fileKeyRef": {"volumeName": "dshm", "path": "p", "key": "K"}}}),
+        ),
+        json!({"runtimeClassName": ""}),
+        json!({"runtimeClassName": "nvidia.v2"}),
+        json!({"runtimeClassName": "bad-"}),
+        json!({"serviceAccountName": "vllm-sa"}),
+        json!({"serviceAccountName": "VLLM"}),
+        json!({"image": "vllm/vllm-openai:latest "}),
+        json!({"image": "\u{a0}vllm"}),
+        json!({"storage": {"mountPath": "/dev/shm"}}),
+        json!({"storage": {"mountPath": "/dev/shm/models"}}),
+        json!({"gatewayRef": {"sectionName": "https.internal"}}),
+        json!({"gatewayRef": {"sectionName": "HTTP"}}),
+        json!({"gatewayRef": {"namespace": "gateway-system"}}),
+        json!({"gatewayRef": {"namespace": "gateway.system"}}),
+        json!({"shmSize": "1e1.5"}),
+    ];
+    // The example's own resources are replaced, not merged into.
+    for case in &mut cases {
+        if let Some(resources) = case.get_mut("resources") {
+            resources["replace"] = json!(true);
+        }
+    }
+    cases
+}
+
+/// The Deployment and HTTPRoute the operator would make for `spec`, reduced to what the rules
+/// are about (the builders live in the operator crate; the fault suite checks them end to end).
+fn children_of(name: &str, ns: &str, spec: &Value) -> Vec<(&'static str, Value)> {
+    let set = |field: &str| spec.get(field).filter(|v| *v != &json!(""));
+    let mut pod = json!({
+        "containers": [{
+            "name": "vllm",
+            "image": spec["image"],
+            "resources": spec.get("resources").cloned().unwrap_or(json!({})),
+            "env": spec.get("env").cloned().unwrap_or(json!([])),
+            "volumeMounts": [
+                {"name": "model-storage", "mountPath": spec["storage"]["mountPath"]},
+                {"name": "dshm", "mountPath": "/dev/shm"},
+            ],
+        }],
+        "volumes": [
+            {"name": "model-storage",
+             "persistentVolumeClaim": {"claimName": spec["storage"]["pvcName"]}},
+            {"name": "dshm", "emptyDir": {"medium": "Memory",
+                                          "sizeLimit": spec.get("shmSize").cloned().unwrap_or(json!("2Gi"))}},
+        ],
+    });
+    for field in ["runtimeClassName", "serviceAccountName"] {
+        if let Some(value) = set(field) {
+            pod[field] = value.clone();
+        }
+    }
+    let labels = json!({"app": name});
+    let mut children = vec![(
+        "Deployment",
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels}, "spec": pod}},
+        }),
+    )];
+    if let Some(gateway) = spec.get("gatewayRef") {
+        children.push((
+            "HTTPRoute",
+            json!({
+                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+                "metadata": {"name": name, "namespace": ns},
+                "spec": {
+                    "parentRefs": [{"name": gateway["name"],
+                                    "namespace": gateway.get("namespace").cloned().unwrap_or(json!(ns)),
+                                    "sectionName": gateway["sectionName"]}],
+                    "hostnames": [gateway["host"]],
+                    "rules": [{"backendRefs": [{"name": name, "port": spec.get("port").cloned().unwrap_or(json!(8000))}]}],
+                },
+            }),
+        ));
+    }
+    children
+}
+
+/// Whether a dry-run create of `object` is accepted; 4xx is a refusal, anything else a failure.
+async fn accepted(api: &Api<DynamicObject>, object: &Value) -> Result<(), String> {
+    let object: DynamicObject = serde_json::from_value(object.clone()).expect("an object");
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    match api.create(&dry_run, &object).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if (400..500).contains(&status.code) => Err(status.message),
+        Err(e) => panic!("request failed: {e}"),
+    }
+}
+
+#[tokio::test]
+async fn what_the_crd_accepts_the_children_accept_and_validate_agrees() {
+    let (ns, api) = setup("api-children").await;
+    testkit::install_gateway_api_crds();
+    let client = testkit::client().await;
+    let deployments = Api::<DynamicObject>::namespaced_with(
+        client.clone(),
+        &ns.name,
+        &ApiResource::from_gvk(&GroupVersionKind::gvk("apps", "v1", "Deployment")),
+    );
+    let routes = Api::<DynamicObject>::namespaced_with(
+        client.clone(),
+        &ns.name,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", "HTTPRoute"),
+            "httproutes",
+        ),
+    );
+    let mut failures = Vec::new();
+    let (mut refused, mut allowed) = (0, 0);
+    for (i, mut patch) in child_field_cases().into_iter().enumerate() {
+        let name = format!("case-{i}");
+        let mut object = common::read_yaml("examples/qwen-demo.yaml");
+        object["metadata"]["name"] = json!(name);
+        object["metadata"]["namespace"] = json!(ns.name);
+        if patch
+            .get_mut("resources")
+            .and_then(|r| r.as_object_mut())
+            .and_then(|r| r.remove("replace"))
+            .is_some()
+        {
+            object["spec"]["resources"] = json!({});
+        }
+        common::merge_patch(&mut object["spec"], &patch);
+        let crd = accepted(&api, &object).await;
+        let rust = serde_json::from_value::<vllmservice_api::VLLMService>(object.clone())
+            .map_err(|e| e.to_string())
+            .and_then(|vllm| vllmservice_api::validate(&vllm).map_err(|e| e.to_string()));
+        match (&crd, &rust) {
+            (Ok(()), Ok(())) => allowed += 1,
+            (Err(_), Err(_)) => refused += 1,
+            _ => failures.push(format!(
+                "{patch}: the CRD says {crd:?}, validate() says {rust:?}"
+            )),
+        }
+        if crd.is_err() {
+            continue;
+        }
+        for (kind, child) in children_of(&name, &ns.name, &object["spec"]) {
+            let api = if kind == "Deployment" {
+                &deployments
+            } else {
+                &routes
+            };
+            if let Err(message) = accepted(api, &child).await {
+                failures.push(format!(
+                    "{patch}: the CRD accepts it, the {kind} is refused: {message}"
+                ));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        refused + allowed + failures.len(),
+        failures.join("\n")
+    );
+    assert!(
+        refused >= 30 && allowed >= 25,
+        "{refused} refused, {allowed} accepted"
+    );
+}
+
 /// `s` with every run of whitespace replaced by one space.
 fn squash(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")

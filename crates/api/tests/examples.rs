@@ -172,7 +172,8 @@ fn full_example_sets_every_field() {
                 None => out.push(child),
                 // Descend into our own objects, not into the Kubernetes types.
                 Some(inner)
-                    if property.get("x-kubernetes-validations").is_some()
+                    if name != "resources"
+                        && property.get("x-kubernetes-validations").is_some()
                         || ["storage", "gatewayRef", "engineArgs", "monitoring"]
                             .contains(&name.as_str())
                         || name.ends_with("Probe") =>

@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -153,6 +153,9 @@ fn near_format() -> impl Strategy<Value = String> {
         )
             .prop_map(|(flag, suffix)| format!("{flag}{suffix}")),
         "\\PC{0,16}",
+        // Around env names, keys and trimming.
+        "[ =._A-Za-z0-9\\t\u{a0}é-]{0,12}",
+        "(\\.{1,3})[a-z._-]{0,4}",
     ]
 }
 
@@ -170,6 +173,13 @@ proptest! {
             static LABELS: CelRule = label_map_rule();
             static ANNOTATIONS: CelRule = annotation_map_rule();
             static EXTRA_ARGS: Vec<CelRule> = extra_args_rules();
+            static SUBDOMAIN: CelRule = CelRule::on_string(&rules::dns_subdomain_cel());
+            static OPTIONAL_SUBDOMAIN: CelRule =
+                CelRule::on_string(&rules::optional_dns_subdomain_cel());
+            static LABEL: CelRule = CelRule::on_string(&rules::dns_label_cel());
+            static ENV_NAME: CelRule = CelRule::on_string(&rules::env_name_cel());
+            static CONFIG_KEY: CelRule = CelRule::on_string(&rules::config_key_cel());
+            static IMAGE: CelRule = CelRule::on_string(rules::IMAGE_CEL);
         }
         let host_ok = s.len() <= rules::limits::DNS_SUBDOMAIN;
         if host_ok {
@@ -188,6 +198,20 @@ proptest! {
             rules::is_annotation_key(&s),
             "annotation key"
         );
+        if host_ok {
+            prop_assert_eq!(SUBDOMAIN.with(|r| r.accepts(json!(s))), rules::is_dns_subdomain(&s), "subdomain");
+            prop_assert_eq!(CONFIG_KEY.with(|r| r.accepts(json!(s))), rules::is_config_key(&s), "config key");
+            prop_assert_eq!(
+                OPTIONAL_SUBDOMAIN.with(|r| r.accepts(json!(s))),
+                s.is_empty() || rules::is_dns_subdomain(&s),
+                "optional subdomain"
+            );
+        }
+        if s.len() <= rules::limits::LABEL_NAME {
+            prop_assert_eq!(LABEL.with(|r| r.accepts(json!(s))), rules::is_dns_label(&s), "label");
+        }
+        prop_assert_eq!(ENV_NAME.with(|r| r.accepts(json!(s))), rules::is_env_var_name(&s), "env name");
+        prop_assert_eq!(IMAGE.with(|r| r.accepts(json!(s))), rules::is_trimmed(&s), "image");
         for (flag, rule) in RESERVED_FLAGS.iter().zip(EXTRA_ARGS.with(|r| r.iter().map(|r| r.accepts(json!([s]))).collect::<Vec<_>>())) {
             prop_assert_eq!(rule, !flag.is_set_by(&s), "{}", flag.flag);
         }
@@ -216,6 +240,209 @@ proptest! {
     #[test]
     fn validate_never_panics(spec in any_spec()) {
         let _ = validate_spec(&spec);
+    }
+}
+
+/// Errors as (field, message) pairs.
+type Reported = BTreeSet<(String, String)>;
+
+/// The (field, message) pairs of the CRD's CEL rules for `object`, restricted to fields under
+/// `prefix`, and those validate() reports with the same messages.
+fn cel_and_rust_errors(object: &Value, prefix: &str) -> (Reported, Reported) {
+    thread_local! {
+        static COMPILED: kube_cel::CompiledSchema = kube_cel::compile_schema(&common::crd_schema());
+        static MESSAGES: BTreeSet<String> = cel_messages(&common::crd_schema());
+    }
+    let under = |field: &str| {
+        field == prefix
+            || field.starts_with(&format!("{prefix}."))
+            || field.starts_with(&format!("{prefix}["))
+    };
+    let cel: Reported = COMPILED.with(|compiled| {
+        kube_cel::Validator::new()
+            .validate_compiled(compiled, object, None)
+            .err()
+            .map(|errors| {
+                errors
+                    .iter()
+                    .map(|e| (e.field_path.clone(), e.message.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    });
+    let cel = cel.into_iter().filter(|(field, _)| under(field)).collect();
+    let rust = errors_of(object)
+        .expect("the object deserializes")
+        .into_iter()
+        .filter(|e| under(&e.field) && MESSAGES.with(|m| m.contains(&e.message)))
+        .map(|e| (e.field, e.message))
+        .collect();
+    (cel, rust)
+}
+
+fn cel_messages(node: &Value) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    match node {
+        Value::Object(map) => {
+            if let Some(Value::Array(rules)) = map.get("x-kubernetes-validations") {
+                out.extend(
+                    rules
+                        .iter()
+                        .filter_map(|r| r["message"].as_str().map(String::from)),
+                );
+            }
+            map.values().for_each(|v| out.extend(cel_messages(v)));
+        }
+        Value::Array(items) => items.iter().for_each(|v| out.extend(cel_messages(v))),
+        _ => {}
+    }
+    out
+}
+
+/// qwen-demo with `spec` fields replaced.
+fn demo_with(fields: Value) -> Value {
+    let mut object = common::read_yaml("examples/qwen-demo.yaml");
+    for (key, value) in fields.as_object().unwrap() {
+        object["spec"][key] = value.clone();
+    }
+    object
+}
+
+/// Resource names around every class the rules tell apart.
+fn resource_name() -> impl Strategy<Value = String> {
+    prop::sample::select(vec![
+        "cpu",
+        "memory",
+        "ephemeral-storage",
+        "nvidia.com/gpu",
+        "example.kubernetes.io/thing",
+        "hugepages-2Mi",
+        "hugepages-1Gi",
+        "hugepages-x",
+        "gpu",
+        "pods",
+        "a/b/c",
+        "requests.example.com/x",
+        "Example.com/gpu",
+    ])
+    .prop_map(String::from)
+}
+
+/// Quantities on which kube-cel's quantity library agrees with the API server's (it has no
+/// int64 notion of `isInteger()`: `1.0` and `1000m` would differ); the real API server checks
+/// the others in api_server.rs.
+fn resource_quantity() -> impl Strategy<Value = Value> {
+    prop::sample::select(vec![
+        json!("0"),
+        json!("1"),
+        json!("2"),
+        json!("3"),
+        json!(4),
+        json!("500m"),
+        json!("1.5"),
+        json!("1Gi"),
+        json!("2Mi"),
+        json!("3Mi"),
+        json!("4Mi"),
+        json!("16Gi"),
+        json!("16G"),
+        json!("1e3"),
+        json!("1k"),
+        json!("-1"),
+        json!("lots"),
+    ])
+}
+
+fn resource_map() -> impl Strategy<Value = Value> {
+    prop::collection::btree_map(resource_name(), resource_quantity(), 0..5)
+        .prop_map(|m| Value::Object(m.into_iter().collect()))
+}
+
+fn env_var() -> impl Strategy<Value = Value> {
+    let name = prop_oneof![
+        3 => "[A-Z_]{1,8}",
+        1 => near_format(),
+    ];
+    let object_name = prop_oneof![3 => "[a-z]{1,6}", 1 => near_format()];
+    let key = prop_oneof![3 => "[a-z._-]{1,6}", 1 => near_format()];
+    let key_ref = (object_name, key).prop_map(|(n, k)| json!({"name": n, "key": k}));
+    let sources = (
+        prop::option::of(key_ref.clone()),
+        prop::option::of(key_ref),
+        any::<bool>(),
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(|(secret, config_map, field_ref, resource_ref, file_ref)| {
+            let mut from = serde_json::Map::new();
+            if let Some(r) = secret {
+                from.insert("secretKeyRef".into(), r);
+            }
+            if let Some(r) = config_map {
+                from.insert("configMapKeyRef".into(), r);
+            }
+            if field_ref {
+                from.insert("fieldRef".into(), json!({"fieldPath": "metadata.name"}));
+            }
+            if resource_ref {
+                from.insert("resourceFieldRef".into(), json!({"resource": "limits.cpu"}));
+            }
+            if file_ref {
+                from.insert(
+                    "fileKeyRef".into(),
+                    json!({"volumeName": "dshm", "path": "p", "key": "K"}),
+                );
+            }
+            Value::Object(from)
+        });
+    (
+        name,
+        prop::option::of(prop_oneof!["", "[a-z]{1,4}"]),
+        prop::option::of(sources),
+    )
+        .prop_map(|(name, value, value_from)| {
+            let mut var = json!({ "name": name });
+            if let Some(value) = value {
+                var["value"] = json!(value);
+            }
+            if let Some(from) = value_from {
+                var["valueFrom"] = from;
+            }
+            var
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// validate() reports exactly what the CRD's CEL rules on `resources` report.
+    #[test]
+    fn resource_rules_match_cel(
+        requests in prop::option::of(resource_map()),
+        limits in prop::option::of(resource_map()),
+        claims in any::<bool>(),
+    ) {
+        let mut resources = serde_json::Map::new();
+        if let Some(requests) = requests {
+            resources.insert("requests".into(), requests);
+        }
+        if let Some(limits) = limits {
+            resources.insert("limits".into(), limits);
+        }
+        if claims {
+            resources.insert("claims".into(), json!([{"name": "gpu"}]));
+        }
+        let object = demo_with(json!({ "resources": resources }));
+        let (cel, rust) = cel_and_rust_errors(&object, "spec.resources");
+        prop_assert_eq!(cel, rust, "{}", object["spec"]["resources"]);
+    }
+
+    /// validate() reports exactly what the CRD's CEL rules on `env` report.
+    #[test]
+    fn env_rules_match_cel(env in prop::collection::vec(env_var(), 0..4)) {
+        let object = demo_with(json!({ "env": env }));
+        let (cel, rust) = cel_and_rust_errors(&object, "spec.env");
+        prop_assert_eq!(cel, rust, "{}", object["spec"]["env"]);
     }
 }
 

@@ -285,7 +285,7 @@ pub async fn run(
         if stopping.load(Ordering::SeqCst) {
             return;
         }
-        tracing::info!("optional APIs changed: rebuilding watches");
+        tracing::info!("rebuilding watches");
     }
 }
 
@@ -304,21 +304,42 @@ async fn discover_until_ok(client: &Client) -> Apis {
     }
 }
 
-/// Completes when the set of installed optional APIs differs from `current`.
+/// Completes when the watches must be rebuilt: the set of installed optional
+/// APIs differs from `current`, or the connection to the API server was lost
+/// (e.g. it restarted) and is back.
+///
+/// After an API-server restart, watches that resume from their old
+/// resourceVersion were answered only after 1–4 minutes (with 410 Gone), so
+/// changes made meanwhile went unseen (docs/reliability.md). Fresh watches,
+/// which list first, are answered at once; rebuilding also re-reads every
+/// object, which is what a level-triggered controller should do after an outage.
 async fn apis_changed(client: Client, current: Apis) {
     let crds = Api::<PartialObjectMeta<CustomResourceDefinition>>::all(client.clone());
     let mut events = watcher(crds, watcher::Config::default())
-        .default_backoff()
+        .backoff(watch_backoff())
         .touched_objects()
         .boxed();
     while let Some(event) = events.next().await {
-        let Ok(crd) = event else { continue };
+        let crd = match event {
+            // The API server answered with an error status: still connected.
+            Err(watcher::Error::WatchError(_)) => continue,
+            Err(e) => {
+                tracing::warn!(error = %e, "lost the connection to the API server");
+                while Apis::discover(&client).await.is_err() {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                tracing::info!("the API server is reachable again");
+                return;
+            }
+            Ok(crd) => crd,
+        };
         if !Apis::is_relevant(&crd.name_any()) {
             continue;
         }
         if let Ok(now) = Apis::discover(&client).await
             && now != current
         {
+            tracing::info!("optional APIs changed");
             return;
         }
     }

@@ -533,3 +533,20 @@ async fn write_invalid(
     );
     write_status(api, vs, next, ctx).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{MAX_EVENT_NOTE, truncate};
+
+    #[test]
+    fn event_notes_are_cut_to_the_api_servers_limit_on_a_character_boundary() {
+        assert_eq!(truncate("short", MAX_EVENT_NOTE), "short");
+        let exact = "x".repeat(MAX_EVENT_NOTE);
+        assert_eq!(truncate(&exact, MAX_EVENT_NOTE), exact);
+        let long = "é".repeat(3000);
+        let cut = truncate(&long, MAX_EVENT_NOTE);
+        assert_eq!(cut.chars().count(), MAX_EVENT_NOTE);
+        assert!(cut.ends_with('…'));
+        assert!(long.starts_with(cut.trim_end_matches('…')));
+    }
+}

@@ -2023,26 +2023,16 @@ mod bad_input {
         Ok(Outcome::Rendered)
     }
 
-    /// KNOWN OPERATOR BUG (reported, docs/reliability.md): the CRD accepts
-    /// values the operator copies into the pod template or HTTPRoute where the
-    /// API server refuses them (runtimeClassName, serviceAccountName, env names,
-    /// secretKeyRef name/key, resource names and quantities, requests above
-    /// limits, gatewayRef.sectionName); the operator then fails every reconcile
-    /// as `transient`, with no Deployment, no Service and no status. This test
-    /// fails until that is fixed. `VLLM_FAULTS_EXPLORE=1` lists every kind of
-    /// failure found instead of stopping at the first.
+    /// FIXED OPERATOR BUG (found by this test, docs/reliability.md finding 5):
+    /// the CRD accepted values the operator copies into the pod template or
+    /// HTTPRoute where the API server refuses them (runtimeClassName,
+    /// serviceAccountName, env names, secretKeyRef name/key, resource names and
+    /// quantities, requests above limits, gatewayRef.sectionName). The CRD now
+    /// refuses them at apply, and validate() has the same rules.
+    /// `VLLM_FAULTS_EXPLORE=1` lists every kind of failure found instead of
+    /// stopping at the first.
     #[test]
     fn generated_specs_never_panic_and_what_is_accepted_renders_accepted_objects() {
-        if !full() {
-            // The known gap above makes this property fail; it runs in the full suite
-            // (hack/faults.sh) so that the gap stays visible without blocking the
-            // test command. The operator now reports such specs as InvalidSpec instead
-            // of retrying them forever; the CRD does not yet refuse them up front.
-            eprintln!(
-                "6a. bad input (generated specs): runs with VLLM_FAULTS_SCALE=full (hack/faults.sh)"
-            );
-            return;
-        }
         testkit::install_crds();
         testkit::install_gateway_api_crds();
         testkit::install_prometheus_crds();
@@ -2377,41 +2367,88 @@ async fn objects_stored_with_validation_bypassed_are_reported_and_others_still_s
     report.finish();
 }
 
-/// What 6a finds, end to end: a spec the CRD accepts but whose Deployment the
+/// What 6a found, end to end: a spec the CRD accepts but whose Deployment the
 /// API server refuses is reported (Degraded=True/InvalidSpec naming the field),
-/// not retried in a loop, and converges once the spec is fixed.
+/// not retried in a loop, and converges once the spec is fixed. The specs 6a
+/// found (runtimeClassName "bad-", secretKeyRef key "..", requests above
+/// limits) are refused by the CRD at create since finding 5 was fixed, which is
+/// checked first; the scenario uses what the CRD passes through unchecked:
+/// tolerations, affinity and env fieldRef paths.
 #[tokio::test]
 async fn specs_whose_children_the_api_server_refuses_are_reported_not_retried() {
     let (fx, _ns) = shared_fx("flt-refused").await;
     fx.bound_pvc("models").await;
-    let operator = Operator::start(&fx.ns).await;
-    let cases: [(&str, Value, &str); 3] = [
-        (
-            "bad-rtc",
-            json!({"runtimeClassName": "bad-"}),
-            "runtimeClassName",
-        ),
-        (
-            "bad-key",
-            json!({"env": [{"name": "T", "valueFrom": {"secretKeyRef": {"name": "s", "key": ".."}}}]}),
-            "secretKeyRef.key",
-        ),
-        (
-            "bad-limit",
-            json!({"resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}),
-            "resources.requests",
-        ),
-    ];
-    let started = Instant::now();
-    for (name, spec, _) in &cases {
+    let with_spec = |name: &str, spec: &Value| {
         let mut body = small_service(name, "models");
         for (k, v) in spec.as_object().unwrap() {
             body["spec"][k] = v.clone();
         }
-        fx.create(body).await;
+        body
+    };
+    // Finding 5 (fixed): the CRD refuses these at create, naming the field.
+    let refused_by_crd: [(&str, Value, &str); 3] = [
+        (
+            "bad-rtc",
+            json!({"runtimeClassName": "bad-"}),
+            "spec.runtimeClassName",
+        ),
+        (
+            "bad-key",
+            json!({"env": [{"name": "T", "valueFrom": {"secretKeyRef": {"name": "s", "key": ".."}}}]}),
+            "spec.env[0].valueFrom.secretKeyRef.key",
+        ),
+        (
+            "bad-limit",
+            json!({"resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}),
+            "spec.resources.requests",
+        ),
+    ];
+    let mut crd_failures = Vec::new();
+    for (name, spec, field) in &refused_by_crd {
+        let mut body = with_spec(name, spec);
+        body["metadata"]["namespace"] = json!(fx.ns);
+        let obj: DynamicObject = serde_json::from_value(body).unwrap();
+        let dry_run = PostParams {
+            dry_run: true,
+            field_manager: None,
+        };
+        match fx.dynamic::<VLLMService>().create(&dry_run, &obj).await {
+            Err(kube::Error::Api(s))
+                if s.code == 422 && s.message.contains(&format!("{field}:")) =>
+            {
+                eprintln!("faults: {name}: refused by the CRD: {}", s.message);
+            }
+            other => crd_failures.push(format!(
+                "{name}: expected the CRD to refuse it naming {field}, got {:?}",
+                other.map(|_| "accepted")
+            )),
+        }
+    }
+    let operator = Operator::start(&fx.ns).await;
+    let cases: [(&str, Value, &str); 3] = [
+        (
+            "bad-toleration",
+            json!({"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "value": "present"}]}),
+            "tolerations",
+        ),
+        (
+            "bad-affinity",
+            json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}}}),
+            "nodeSelectorTerms",
+        ),
+        (
+            "bad-field-ref",
+            json!({"env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIp"}}}]}),
+            "fieldRef.fieldPath",
+        ),
+    ];
+    let started = Instant::now();
+    for (name, spec, _) in &cases {
+        fx.create(with_spec(name, spec)).await;
     }
     let mut report = Report::new("6c. spec accepted, child refused", cases.len());
-    report.converged = true;
+    report.converged = crd_failures.is_empty();
+    report.details.extend(crd_failures);
     for (name, _, field) in &cases {
         let vs = fx
             .wait_for(name, "Degraded=True/InvalidSpec", |vs| {
@@ -2441,14 +2478,11 @@ async fn specs_whose_children_the_api_server_refuses_are_reported_not_retried() 
         ));
     }
     // Fixed specs converge.
-    fx.patch_spec("bad-rtc", json!({"runtimeClassName": null}))
+    fx.patch_spec("bad-toleration", json!({"tolerations": null}))
         .await;
-    fx.patch_spec("bad-key", json!({"env": null})).await;
-    fx.patch_spec(
-        "bad-limit",
-        json!({"resources": {"requests": {"cpu": "10m"}, "limits": null}}),
-    )
-    .await;
+    fx.patch_spec("bad-affinity", json!({"affinity": null}))
+        .await;
+    fx.patch_spec("bad-field-ref", json!({"env": null})).await;
     let all: Vec<String> = cases.iter().map(|c| c.0.to_string()).collect();
     let fixed = match fx
         .converge(&all, common::WAIT, |vs, _| is_available(vs))
@@ -2464,7 +2498,7 @@ async fn specs_whose_children_the_api_server_refuses_are_reported_not_retried() 
         }
     };
     report.injected = format!(
-        "3 specs the CRD accepts whose Deployment the API server refuses (runtimeClassName \"bad-\", secretKeyRef key \"..\", requests above limits): InvalidSpec after {:.1} s; {errs} errors / {reconciles} reconciles in 10 s after; fixed specs Available after {:.1} s",
+        "the 3 specs 6a found (runtimeClassName \"bad-\", secretKeyRef key \"..\", requests above limits) refused by the CRD at create; 3 it accepts whose Deployment the API server refuses (toleration Exists with a value, empty nodeSelectorTerms, env fieldRef \"status.podIp\"): InvalidSpec after {:.1} s; {errs} errors / {reconciles} reconciles in 10 s after; fixed specs Available after {:.1} s",
         reported.as_secs_f64(),
         fixed.as_secs_f64()
     );
