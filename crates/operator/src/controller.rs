@@ -94,52 +94,78 @@ struct Written {
 /// and status, PVCs only metadata and status; `managedFields` are dropped from all.
 #[derive(Clone)]
 pub struct Caches {
-    pub deployments: Store<Deployment>,
-    pub services: Store<Service>,
-    pub pods: Store<Pod>,
-    pub pvcs: Store<PersistentVolumeClaim>,
+    pub deployments: Cache<Deployment>,
+    pub services: Cache<Service>,
+    pub pods: Cache<Pod>,
+    pub pvcs: Cache<PersistentVolumeClaim>,
     /// Present when the Gateway API is installed.
-    pub routes: Option<Store<HttpRoute>>,
-    pub gateways: Option<Store<Gateway>>,
+    pub routes: Option<Cache<HttpRoute>>,
+    pub gateways: Option<Cache<Gateway>>,
     /// Present when the Prometheus Operator's CRDs are installed.
-    pub monitors: Option<Store<ServiceMonitor>>,
-    pub rules: Option<Store<PrometheusRule>>,
-    /// Set once every store above has been filled.
-    ready: Arc<tokio::sync::OnceCell<()>>,
+    pub monitors: Option<Cache<ServiceMonitor>>,
+    pub rules: Option<Cache<PrometheusRule>>,
+    started: Instant,
 }
+
+/// How long reconciles wait, after the watches start, for every cache's first list.
+const CACHE_FILL_WAIT: Duration = Duration::from_secs(5);
 
 impl Caches {
-    /// Waits until every cache holds its first complete list.
-    ///
-    /// `Store::wait_until_ready` of kube-runtime 4.2 keeps one waker per store:
-    /// of several reconciles waiting at once only the last one would be woken and
-    /// the others would hang. So exactly one future waits on the stores, and every
-    /// reconcile waits on that one through a `OnceCell`.
-    pub async fn ready(&self) {
-        self.ready.get_or_init(|| self.wait_for_stores()).await;
+    fn all_ready(&self) -> bool {
+        fn ready<K>(c: &Option<Cache<K>>) -> bool
+        where
+            K: Resource + Clone + 'static,
+            K::DynamicType: Eq + std::hash::Hash + Clone,
+        {
+            c.as_ref().is_none_or(Cache::is_ready)
+        }
+        self.deployments.is_ready()
+            && self.services.is_ready()
+            && self.pods.is_ready()
+            && self.pvcs.is_ready()
+            && ready(&self.routes)
+            && ready(&self.gateways)
+            && ready(&self.monitors)
+            && ready(&self.rules)
     }
 
-    async fn wait_for_stores(&self) {
-        let _ = futures::join!(
-            self.deployments.wait_until_ready(),
-            self.services.wait_until_ready(),
-            self.pods.wait_until_ready(),
-            self.pvcs.wait_until_ready(),
-            maybe_ready(&self.routes),
-            maybe_ready(&self.gateways),
-            maybe_ready(&self.monitors),
-            maybe_ready(&self.rules),
-        );
+    /// Right after the watches start, waits (at most [`CACHE_FILL_WAIT`]) until
+    /// every cache holds its first complete list, so that a restart does not
+    /// report, say, a PVC as missing because its cache is still empty. A cache
+    /// that cannot be filled (its watch fails, e.g. a missing RBAC rule) is not
+    /// waited for: reads of its kind go to the API server, which reports the error.
+    pub async fn settle(&self) {
+        while !self.all_ready() && self.started.elapsed() < CACHE_FILL_WAIT {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 }
 
-async fn maybe_ready<K>(store: &Option<Store<K>>)
+/// One watch cache: the store, and whether it holds a complete list yet.
+/// (Tracked here rather than with `Store::wait_until_ready`, which in
+/// kube-runtime 4.2 wakes only the last of several concurrent waiters.)
+#[derive(Clone)]
+pub struct Cache<K>
 where
     K: Resource + Clone + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone,
 {
-    if let Some(store) = store {
-        let _ = store.wait_until_ready().await;
+    pub store: Store<K>,
+    ready: Arc<AtomicBool>,
+}
+
+impl<K> Cache<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    /// The store, once it holds a complete list; `None` until then (read from the API server).
+    pub fn store(&self) -> Option<&Store<K>> {
+        self.is_ready().then_some(&self.store)
     }
 }
 
@@ -321,8 +347,13 @@ async fn apis_changed(client: Client, current: Apis) {
         .boxed();
     while let Some(event) = events.next().await {
         let crd = match event {
-            // The API server answered with an error status: still connected.
-            Err(watcher::Error::WatchError(_)) => continue,
+            // The API server answered (with an error status, e.g. 403): still connected.
+            Err(
+                watcher::Error::WatchError(_)
+                | watcher::Error::InitialListFailed(kube::Error::Api(_))
+                | watcher::Error::WatchStartFailed(kube::Error::Api(_))
+                | watcher::Error::WatchFailed(kube::Error::Api(_)),
+            ) => continue,
             Err(e) => {
                 tracing::warn!(error = %e, "lost the connection to the API server");
                 while Apis::discover(&client).await.is_err() {
@@ -359,14 +390,14 @@ fn watch_backoff() -> kube::runtime::watcher::ExponentialBackoff {
         .into()
 }
 
-/// A watch whose objects are kept in a cache (the returned store), slimmed by
-/// `slim` and without `managedFields`; the stream yields every changed object.
+/// A watch whose objects are kept in a cache, slimmed by `slim` and without
+/// `managedFields`; the stream yields every changed object.
 fn cached_watch<K>(
     api: Api<K>,
     config: watcher::Config,
     slim: fn(&mut K),
 ) -> (
-    Store<K>,
+    Cache<K>,
     impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
 )
 where
@@ -379,15 +410,22 @@ where
         + 'static,
 {
     let (store, writer) = reflector::store();
+    let ready = Arc::new(AtomicBool::new(false));
+    let filled = ready.clone();
     let stream = watcher(api, config)
         .backoff(watch_backoff())
         .modify(move |obj: &mut K| {
             obj.meta_mut().managed_fields = None;
             slim(obj);
         })
+        .inspect(move |event| {
+            if let Ok(watcher::Event::InitDone) = event {
+                filled.store(true, Ordering::Release);
+            }
+        })
         .reflect(writer)
         .touched_objects();
-    (store, stream)
+    (Cache { store, ready }, stream)
 }
 
 fn keep_all<K>(_: &mut K) {}
@@ -417,11 +455,12 @@ async fn run_watches(
     // identity triggers a reconcile; a status change does not, so the operator's
     // own status writes do not come back as work. A status edited by someone
     // else is corrected at the next child event or resync.
-    let (store, vllm_services) = cached_watch(
+    let (vllm_cache, vllm_services) = cached_watch(
         scope.api::<DeserializeGuard<VLLMService>>(),
         watcher::Config::default().any_semantic(),
         keep_all,
     );
+    let store = vllm_cache.store;
     let vllm_services = vllm_services.predicate_filter(predicates::generation, Default::default());
     let mut controller = Controller::for_stream(vllm_services, store.clone());
 
@@ -458,7 +497,7 @@ async fn run_watches(
         gateways: None,
         monitors: None,
         rules: None,
-        ready: Arc::default(),
+        started: Instant::now(),
     };
     if apis.gateway {
         let (routes, route_events) =

@@ -1,12 +1,12 @@
 //! One reconcile of one VLLMService: read → validate → build → apply → status.
 
 use k8s_openapi::{
-    api::core::v1::{ObjectReference, Pod},
+    api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod},
     jiff::Timestamp,
 };
 use kube::{
     Api, Resource, ResourceExt,
-    api::{ApiResource, DynamicObject, Patch, PatchParams},
+    api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams},
     core::DeserializeGuard,
     runtime::{
         controller::Action,
@@ -25,7 +25,7 @@ use crate::{
     apply::{self, Applied, Deleted, FIELD_MANAGER},
     build,
     conditions::Status,
-    controller::{Context, cached},
+    controller::{Cache, Context, cached},
     diagnose,
     error::{Error, Result},
     names, optional, route,
@@ -45,8 +45,8 @@ pub async fn reconcile(obj: &DeserializeGuard<VLLMService>, ctx: &Context) -> Re
         // Children go with their owner through garbage collection.
         return Ok(Action::await_change());
     }
-    // Children are read from the watches' caches: wait for their first full list.
-    ctx.caches.ready().await;
+    // Children are read from the watches' caches: right after a start, wait for their first list.
+    ctx.caches.settle().await;
     let ns = vs.namespace().unwrap_or_default();
     let api: Api<VLLMService> = Api::namespaced(ctx.client.clone(), &ns);
 
@@ -84,7 +84,7 @@ async fn converge(vs: &VLLMService, api: &Api<VLLMService>, ctx: &Context) -> Re
         vs,
         &uid,
         deployment,
-        Some(&caches.deployments),
+        caches.deployments.store(),
         &mut conflicts,
     )
     .await?;
@@ -94,7 +94,7 @@ async fn converge(vs: &VLLMService, api: &Api<VLLMService>, ctx: &Context) -> Re
         vs,
         &uid,
         service,
-        Some(&caches.services),
+        caches.services.store(),
         &mut conflicts,
     )
     .await?;
@@ -102,26 +102,40 @@ async fn converge(vs: &VLLMService, api: &Api<VLLMService>, ctx: &Context) -> Re
     let (monitoring, service_monitor_name) =
         reconcile_monitoring(ctx, vs, &uid, &mut conflicts).await?;
 
-    let pvc = cached(&caches.pvcs, &ns, &vs.spec.storage.pvc_name);
+    let pvc_name = &vs.spec.storage.pvc_name;
+    let pvc = match caches.pvcs.store() {
+        Some(store) => cached(store, &ns, pvc_name),
+        None => {
+            Api::<PersistentVolumeClaim>::namespaced(ctx.client.clone(), &ns)
+                .get_opt(pvc_name)
+                .await?
+        }
+    };
     let storage = match pvc.and_then(|p| p.status).and_then(|s| s.phase) {
         None => Storage::Missing,
         Some(phase) if phase == "Bound" => Storage::Bound,
         Some(phase) => Storage::NotBound(phase),
     };
-    let pods: Vec<Pod> = if live_deployment.is_some() {
-        let selector = names::selector_labels(vs);
-        caches
-            .pods
-            .state()
-            .iter()
-            .filter(|p| {
-                p.metadata.namespace.as_deref() == Some(ns.as_str())
-                    && selector.iter().all(|(k, v)| p.labels().get(k) == Some(v))
-            })
-            .map(|p| (**p).clone())
-            .collect()
-    } else {
-        Vec::new()
+    let pods: Vec<Pod> = match (live_deployment.is_some(), caches.pods.store()) {
+        (false, _) => Vec::new(),
+        (true, Some(store)) => {
+            let selector = names::selector_labels(vs);
+            store
+                .state()
+                .iter()
+                .filter(|p| {
+                    p.metadata.namespace.as_deref() == Some(ns.as_str())
+                        && selector.iter().all(|(k, v)| p.labels().get(k) == Some(v))
+                })
+                .map(|p| (**p).clone())
+                .collect()
+        }
+        (true, None) => {
+            Api::<Pod>::namespaced(ctx.client.clone(), &ns)
+                .list(&ListParams::default().labels(&names::selector_string(vs)))
+                .await?
+                .items
+        }
     };
 
     let observed = Observed {
@@ -193,7 +207,14 @@ async fn reconcile_route(
     let name = names::child_name(vs);
     let Some(gateway_ref) = &vs.spec.gateway_ref else {
         if ctx.apis.gateway {
-            delete_child(ctx, vs, &name, ctx.caches.routes.as_ref(), uid).await?;
+            delete_child(
+                ctx,
+                vs,
+                &name,
+                ctx.caches.routes.as_ref().and_then(Cache::store),
+                uid,
+            )
+            .await?;
         }
         let f = Feature::ready("RouteNotRequired", "spec.gatewayRef is not set");
         return Ok((f, None, Requeue::Resync));
@@ -212,7 +233,7 @@ async fn reconcile_route(
         reason: reason.into(),
         message,
     };
-    let gateways = ctx.caches.gateways.as_ref();
+    let gateways = ctx.caches.gateways.as_ref().and_then(Cache::store);
     let (feature, requeue) = match route::resolve(&ctx.client, gateways, &target).await? {
         route::Resolution::Missing { reason, message } => {
             (unresolved(reason, message), Requeue::After(GATEWAY_RETRY))
@@ -223,7 +244,7 @@ async fn reconcile_route(
         ),
         route::Resolution::Resolved => {
             let desired = build::httproute(vs).expect("gatewayRef is set");
-            let routes = ctx.caches.routes.as_ref();
+            let routes = ctx.caches.routes.as_ref().and_then(Cache::store);
             let feature = match apply_child(ctx, vs, uid, desired, routes, conflicts).await? {
                 Some(live) => route::route_readiness(&live, &target),
                 None => unresolved(
@@ -239,7 +260,14 @@ async fn reconcile_route(
             return Ok((feature, Some(names), Requeue::Resync));
         }
     };
-    delete_child(ctx, vs, &name, ctx.caches.routes.as_ref(), uid).await?;
+    delete_child(
+        ctx,
+        vs,
+        &name,
+        ctx.caches.routes.as_ref().and_then(Cache::store),
+        uid,
+    )
+    .await?;
     Ok((feature, None, requeue))
 }
 
@@ -254,8 +282,22 @@ async fn reconcile_monitoring(
     let name = names::child_name(vs);
     let Some(desired) = build::servicemonitor(vs) else {
         if ctx.apis.prometheus {
-            delete_child(ctx, vs, &name, ctx.caches.monitors.as_ref(), uid).await?;
-            delete_child(ctx, vs, &name, ctx.caches.rules.as_ref(), uid).await?;
+            delete_child(
+                ctx,
+                vs,
+                &name,
+                ctx.caches.monitors.as_ref().and_then(Cache::store),
+                uid,
+            )
+            .await?;
+            delete_child(
+                ctx,
+                vs,
+                &name,
+                ctx.caches.rules.as_ref().and_then(Cache::store),
+                uid,
+            )
+            .await?;
         }
         let f = Feature::ready("MonitoringDisabled", "spec.monitoring.enabled is false");
         return Ok((f, None));
@@ -269,7 +311,10 @@ async fn reconcile_monitoring(
         return Ok((f, None));
     }
     let before = conflicts.len();
-    let (monitors, rules) = (ctx.caches.monitors.as_ref(), ctx.caches.rules.as_ref());
+    let (monitors, rules) = (
+        ctx.caches.monitors.as_ref().and_then(Cache::store),
+        ctx.caches.rules.as_ref().and_then(Cache::store),
+    );
     let monitor = apply_child(ctx, vs, uid, desired, monitors, conflicts).await?;
     match build::prometheusrule(vs) {
         Some(rule) => {
@@ -305,7 +350,7 @@ async fn reconcile_monitoring(
 }
 
 /// Deletes a child this VLLMService controls (as its watch cache `cache` shows
-/// it); a foreign one is left alone.
+/// it, or the API server when the cache is not filled); a foreign one is left alone.
 async fn delete_child<K>(
     ctx: &Context,
     vs: &VLLMService,
@@ -322,7 +367,10 @@ where
 {
     let ns = vs.namespace().unwrap_or_default();
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
-    let live = cache.and_then(|c| cached(c, &ns, name));
+    let live = match cache {
+        Some(store) => cached(store, &ns, name),
+        None => api.get_opt(name).await?,
+    };
     if apply::delete_owned(&api, live, uid).await? == Deleted::Deleted {
         let kind = K::kind(&K::DynamicType::default()).to_string();
         let child = ObjectReference {
