@@ -205,16 +205,10 @@ async fn reconcile_route(
     conflicts: &mut Vec<Conflict>,
 ) -> Result<(Feature, Option<RouteNames>, Requeue)> {
     let name = names::child_name(vs);
+    let routes = ctx.caches.routes.as_ref().and_then(Cache::store);
     let Some(gateway_ref) = &vs.spec.gateway_ref else {
         if ctx.apis.gateway {
-            delete_child(
-                ctx,
-                vs,
-                &name,
-                ctx.caches.routes.as_ref().and_then(Cache::store),
-                uid,
-            )
-            .await?;
+            delete_child(ctx, vs, &name, routes, uid).await?;
         }
         let f = Feature::ready("RouteNotRequired", "spec.gatewayRef is not set");
         return Ok((f, None, Requeue::Resync));
@@ -244,7 +238,6 @@ async fn reconcile_route(
         ),
         route::Resolution::Resolved => {
             let desired = build::httproute(vs).expect("gatewayRef is set");
-            let routes = ctx.caches.routes.as_ref().and_then(Cache::store);
             let feature = match apply_child(ctx, vs, uid, desired, routes, conflicts).await? {
                 Some(live) => route::route_readiness(&live, &target),
                 None => unresolved(
@@ -260,14 +253,7 @@ async fn reconcile_route(
             return Ok((feature, Some(names), Requeue::Resync));
         }
     };
-    delete_child(
-        ctx,
-        vs,
-        &name,
-        ctx.caches.routes.as_ref().and_then(Cache::store),
-        uid,
-    )
-    .await?;
+    delete_child(ctx, vs, &name, routes, uid).await?;
     Ok((feature, None, requeue))
 }
 
@@ -280,24 +266,14 @@ async fn reconcile_monitoring(
     conflicts: &mut Vec<Conflict>,
 ) -> Result<(Feature, Option<String>)> {
     let name = names::child_name(vs);
+    let (monitors, rules) = (
+        ctx.caches.monitors.as_ref().and_then(Cache::store),
+        ctx.caches.rules.as_ref().and_then(Cache::store),
+    );
     let Some(desired) = build::servicemonitor(vs) else {
         if ctx.apis.prometheus {
-            delete_child(
-                ctx,
-                vs,
-                &name,
-                ctx.caches.monitors.as_ref().and_then(Cache::store),
-                uid,
-            )
-            .await?;
-            delete_child(
-                ctx,
-                vs,
-                &name,
-                ctx.caches.rules.as_ref().and_then(Cache::store),
-                uid,
-            )
-            .await?;
+            delete_child(ctx, vs, &name, monitors, uid).await?;
+            delete_child(ctx, vs, &name, rules, uid).await?;
         }
         let f = Feature::ready("MonitoringDisabled", "spec.monitoring.enabled is false");
         return Ok((f, None));
@@ -311,10 +287,6 @@ async fn reconcile_monitoring(
         return Ok((f, None));
     }
     let before = conflicts.len();
-    let (monitors, rules) = (
-        ctx.caches.monitors.as_ref().and_then(Cache::store),
-        ctx.caches.rules.as_ref().and_then(Cache::store),
-    );
     let monitor = apply_child(ctx, vs, uid, desired, monitors, conflicts).await?;
     match build::prometheusrule(vs) {
         Some(rule) => {
