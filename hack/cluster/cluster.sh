@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
 # A real local Kubernetes control plane for tests and the quickstart:
 # etcd, kube-apiserver (TLS, RBAC, service-account keys), kube-controller-manager,
-# kube-scheduler and kwok managing fake GPU nodes. No containers run: kwok
-# only plays the kubelet's part in the API.
+# kube-scheduler, kwok managing fake GPU nodes (no containers run on those:
+# kwok only plays the kubelet's part in the API) and, by default, one real node
+# (containerd, runc, CNI bridge, kubelet, kube-proxy) that runs real pods.
+# docs/local-cluster.md describes the addresses (all in 198.18.0.0/15) and the real node.
 #
-#   cluster.sh up [--nodes N]   start (or reuse a healthy running) cluster
-#   cluster.sh down             stop every component; leaves no process behind
+#   cluster.sh up [--nodes N] [--real-nodes 0|1]
+#                               start (or reuse a healthy running) cluster; N kwok
+#                               GPU nodes (VLLM_CLUSTER_NODES, default 4), real
+#                               nodes (VLLM_CLUSTER_REAL_NODES, default 1)
+#   cluster.sh down             stop every component; leaves no process, mount,
+#                               network namespace or veth behind
+#   cluster.sh load-images [--cargo]  (re)build the images (hack/images/build.sh) and
+#                               import the changed ones into the real node's containerd
 #   cluster.sh status           exit 0 when the cluster answers
 #   cluster.sh env              print `export KUBECONFIG=...`
 #   cluster.sh stop-component NAME    stop one component (e.g. kube-apiserver)
@@ -23,7 +31,10 @@ repo=$(cd "$here/../.." && pwd)
 dir=${VLLM_CLUSTER_DIR:-$repo/target/cluster}
 nodes=${VLLM_CLUSTER_NODES:-4}
 gpus_per_node=${VLLM_CLUSTER_GPUS:-8}
+real_nodes=${VLLM_CLUSTER_REAL_NODES:-1}
 kubeconfig=$dir/kubeconfig
+# shellcheck source=node.sh
+source "$here/node.sh"
 
 # Every component runs in its own session; its pid (= process group) is recorded here.
 pids_file() { echo "$dir/pids"; }
@@ -35,7 +46,7 @@ stop_all() {
   for p in $pids; do kill -TERM -- "-$p" 2>/dev/null || true; done
   for _ in $(seq 1 50); do
     local alive=0
-    for p in $pids; do kill -0 "$p" 2>/dev/null && alive=1; done
+    for p in $pids; do alive "$p" && alive=1; done
     [ $alive = 0 ] && break
     sleep 0.1
   done
@@ -46,7 +57,7 @@ stop_all() {
 healthy() {
   [ -f "$kubeconfig" ] && [ -f "$(pids_file)" ] || return 1
   local p
-  for p in $(awk '{print $2}' "$(pids_file)"); do kill -0 "$p" 2>/dev/null || return 1; done
+  for p in $(awk '{print $2}' "$(pids_file)"); do alive "$p" || return 1; done
   kubectl --kubeconfig "$kubeconfig" --request-timeout=5s get --raw /readyz >/dev/null 2>&1
 }
 
@@ -60,15 +71,16 @@ start() {
   # The exact command line, so that start-component can start it again.
   mkdir -p "$dir/cmd"; printf '%q ' "$@" >"$dir/cmd/$name"
   # 9>&-: the components must not inherit (and so hold) the start lock.
-  setsid "$@" >"$dir/logs/$name.log" 2>&1 </dev/null 9>&- &
-  echo "$name $!" >>"$(pids_file)"
+  # Started from a subshell, so that the component is no job of this shell: it
+  # is reaped as soon as it exits (a zombie would look alive to kill -0).
+  (setsid "$@" >"$dir/logs/$name.log" 2>&1 </dev/null 9>&- & echo "$name $!" >>"$(pids_file)")
 }
 
 fail_start() {
   local name=$1 why=$2
   echo "local-cluster: error: $name $why; last lines of $dir/logs/$name.log:" >&2
   tail -n 15 "$dir/logs/$name.log" >&2 || true
-  stop_all
+  teardown
   exit 1
 }
 
@@ -78,7 +90,7 @@ wait_for() {
   local pid; pid=$(awk -v n="$name" '$1==n {print $2}' "$(pids_file)")
   local deadline=$((SECONDS + timeout))
   until "$@" >/dev/null 2>&1; do
-    kill -0 "$pid" 2>/dev/null || fail_start "$name" "exited during start"
+    alive "$pid" || fail_start "$name" "exited during start"
     [ $SECONDS -lt $deadline ] || fail_start "$name" "did not become ready within ${timeout}s"
     sleep 0.2
   done
@@ -86,7 +98,15 @@ wait_for() {
 
 make_pki() {
   local pki=$dir/pki
-  [ -f "$pki/.complete" ] && return 0
+  if [ -f "$pki/.complete" ]; then
+    [ "$(cat "$pki/san" 2>/dev/null)" = "$host_ip $svc_ip" ] && return 0
+    # Another slot (other addresses): a serving certificate for them.
+    (cd "$pki" && sed -i "s/^subjectAltName=.*/subjectAltName=IP:127.0.0.1,IP:$host_ip,IP:$svc_ip,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local/" san.cnf &&
+      openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out apiserver.crt \
+        -days 3650 -extfile san.cnf -extensions v3 2>/dev/null && echo "$host_ip $svc_ip" >san) \
+      || die "renewing the API server certificate with openssl failed in $pki"
+    return 0
+  fi
   rm -rf "$pki"; mkdir -p "$pki"
   (
     cd "$pki"
@@ -94,7 +114,7 @@ make_pki() {
       -subj "/CN=vllm-operator-local-ca" 2>/dev/null
     cat >san.cnf <<EOF
 [v3]
-subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local
+subjectAltName=IP:127.0.0.1,IP:$host_ip,IP:$svc_ip,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local
 extendedKeyUsage=serverAuth
 EOF
     printf '[v3]\nextendedKeyUsage=clientAuth\n' >client.cnf
@@ -111,6 +131,7 @@ EOF
     done
     openssl genrsa -out sa.key 2048 2>/dev/null
     openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+    echo "$host_ip $svc_ip" >san
     touch .complete
   ) || die "creating certificates with openssl failed in $pki"
 }
@@ -123,7 +144,7 @@ kind: Config
 clusters:
 - name: vllm-local
   cluster:
-    server: https://127.0.0.1:$port
+    server: https://$host_ip:$port
     certificate-authority: $pki/ca.crt
 users:
 - name: $user
@@ -167,7 +188,7 @@ stop_component() {
   local pid; pid=$(awk -v n="$name" '$1==n {print $2}' "$f" 2>/dev/null || true)
   [ -n "$pid" ] || die "$name is not running (no pid in $f)"
   kill -TERM -- "-$pid" 2>/dev/null || true
-  for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  for _ in $(seq 1 50); do alive "$pid" || break; sleep 0.1; done
   kill -KILL -- "-$pid" 2>/dev/null || true
   awk -v n="$name" '$1!=n' "$f" >"$f.tmp" && mv "$f.tmp" "$f"
 }
@@ -179,12 +200,12 @@ start_component() {
   [ -f "$cmd" ] || die "no saved command line for $name in $dir/cmd (was the cluster started by this script?)"
   ! awk -v n="$name" '$1==n {f=1} END {exit !f}' "$(pids_file)" || die "$name is already running"
   eval "set -- $(cat "$cmd")"
-  setsid "$@" >>"$dir/logs/$name.log" 2>&1 </dev/null 9>&- &
-  echo "$name $!" >>"$(pids_file)"
+  (setsid "$@" >>"$dir/logs/$name.log" 2>&1 </dev/null 9>&- & echo "$name $!" >>"$(pids_file)")
   [ "$name" = kube-apiserver ] || return 0
-  local pid=$! deadline=$((SECONDS + 60))
+  local pid deadline=$((SECONDS + 60))
+  pid=$(awk -v n="$name" '$1==n {print $2}' "$(pids_file)")
   until kubectl --kubeconfig "$dir/admin.kubeconfig" --request-timeout=2s get --raw /readyz >/dev/null 2>&1; do
-    kill -0 "$pid" 2>/dev/null || { tail -n 15 "$dir/logs/$name.log" >&2; die "$name exited during restart"; }
+    alive "$pid" || { tail -n 15 "$dir/logs/$name.log" >&2; die "$name exited during restart"; }
     [ $SECONDS -lt $deadline ] || die "$name did not become ready within 60s after restart"
     sleep 0.2
   done
@@ -195,16 +216,24 @@ up() {
     echo "local-cluster: reusing the running cluster ($kubeconfig)" >&2
     return 0
   fi
-  stop_all  # a previous cluster from this directory that is half up: never leak it
+  teardown  # a previous cluster from this directory that is half up: never leak it
   local bin; bin=$("$here/build.sh")
-  local t0=$SECONDS
+  case $real_nodes in 0|1) ;; *) die "--real-nodes must be 0 or 1 (got $real_nodes)" ;; esac
   rm -rf "$dir/etcd-data" "$dir/logs"; mkdir -p "$dir/logs"
+  node_packages
+  if [ "$real_nodes" = 1 ]; then "$here/node-build.sh" >/dev/null; fi
+  local t0=$SECONDS
   : >"$(pids_file)"
+  for c in ip nsenter; do command -v $c >/dev/null || die "$c not found (Debian: iproute2, util-linux)"; done
+  slot_claim
+  net_up
   make_pki
   local pki=$dir/pki
   local etcd_port etcd_peer api_port kcm_port sched_port kwok_port
   etcd_port=$(free_port); etcd_peer=$(free_port); api_port=$(free_port)
   kcm_port=$(free_port); sched_port=$(free_port); kwok_port=$(free_port)
+
+  if [ "$real_nodes" = 1 ]; then node_runtime_start "$api_port"; fi
 
   start etcd "$bin/etcd" --data-dir "$dir/etcd-data" --name local \
     --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
@@ -215,14 +244,17 @@ up() {
 
   start kube-apiserver "$bin/kube-apiserver" \
     --etcd-servers "http://127.0.0.1:$etcd_port" \
-    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
+    --bind-address "$host_ip" --advertise-address "$host_ip" --secure-port "$api_port" \
     --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
     --client-ca-file "$pki/ca.crt" \
     --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --api-audiences https://kubernetes.default.svc.cluster.local \
-    --authorization-mode RBAC --service-cluster-ip-range 10.96.0.0/16 \
-    --allow-privileged=true --endpoint-reconciler-type none \
+    --authorization-mode Node,RBAC --service-cluster-ip-range "$svc_cidr" \
+    --allow-privileged=true \
+    --kubelet-client-certificate "$pki/apiserver-kubelet-client.crt" \
+    --kubelet-client-key "$pki/apiserver-kubelet-client.key" \
+    --kubelet-preferred-address-types InternalIP \
     --max-requests-inflight 2000 --max-mutating-requests-inflight 1000 \
     --enable-priority-and-fairness=false
   write_kubeconfig "$dir/admin.kubeconfig" admin "$api_port"
@@ -248,7 +280,7 @@ up() {
   start kwok "$bin/kwok" --kubeconfig "$dir/admin.kubeconfig" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
     --disregard-status-with-annotation-selector kwok.x-k8s.io/status=custom \
-    --cidr 10.0.0.1/16 --node-ip 10.0.0.1 --node-port 10250 \
+    --cidr "$kwok_first" --node-ip "$host_ip" --node-port 10250 \
     --node-lease-duration-seconds 40 \
     --server-address "127.0.0.1:$kwok_port" --config "$here/kwok-stages.yaml"
 
@@ -260,8 +292,13 @@ up() {
     bash -c "$k -n default get serviceaccount default"
   wait_for kwok 60 \
     bash -c "[ \$($k get nodes --no-headers 2>/dev/null | grep -cw Ready) -ge $nodes ]"
+  local real=""
+  if [ "$real_nodes" = 1 ]; then
+    node_up
+    real=" and real node $node_name ($node_gpus nvidia.com/gpu, label vllm.example.com/node=real, taint vllm.example.com/node=real:NoSchedule)"
+  fi
   cp "$dir/admin.kubeconfig" "$kubeconfig"
-  echo "local-cluster: up in $((SECONDS - t0))s with $nodes fake GPU nodes ($gpus_per_node nvidia.com/gpu each); KUBECONFIG=$kubeconfig" >&2
+  echo "local-cluster: up in $((SECONDS - t0))s with $nodes fake GPU nodes ($gpus_per_node nvidia.com/gpu each)$real; KUBECONFIG=$kubeconfig" >&2
 }
 
 case "${1:-}" in
@@ -270,7 +307,8 @@ case "${1:-}" in
     while [ $# -gt 0 ]; do
       case $1 in
         --nodes) nodes=$2; shift 2 ;;
-        *) die "unknown option $1 (usage: cluster.sh up [--nodes N])" ;;
+        --real-nodes) real_nodes=$2; shift 2 ;;
+        *) die "unknown option $1 (usage: cluster.sh up [--nodes N] [--real-nodes 0|1])" ;;
       esac
     done
     mkdir -p "$dir"
@@ -282,8 +320,14 @@ case "${1:-}" in
   down)
     mkdir -p "$dir"; exec 9>"$dir.lock"
     flock -w 120 9 || die "another start holds $dir.lock; try again when it finishes"
-    stop_all; rm -f "$kubeconfig"
+    teardown; rm -f "$kubeconfig"
     echo "local-cluster: stopped" >&2 ;;
+  load-images)
+    [ -S "$dir/node/containerd/containerd.sock" ] || die "no real node runs in $dir (cluster.sh up --real-nodes 1)"
+    exec 9>"$dir.lock"
+    flock -w 120 9 || die "another start holds $dir.lock; try again when it finishes"
+    shift; load_images "${1:-}"
+    echo "local-cluster: images loaded" >&2 ;;
   status) healthy ;;
   env) echo "export KUBECONFIG=$kubeconfig" ;;
   stop-component|start-component|restart-apiserver)
@@ -300,5 +344,5 @@ case "${1:-}" in
         start_component kube-apiserver
         echo "local-cluster: kube-apiserver ready again" >&2 ;;
     esac ;;
-  *) echo "usage: $0 up [--nodes N] | down | status | env | stop-component NAME | start-component NAME | restart-apiserver [SECONDS]" >&2; exit 2 ;;
+  *) echo "usage: $0 up [--nodes N] [--real-nodes 0|1] | down | load-images [--cargo] | status | env | stop-component NAME | start-component NAME | restart-apiserver [SECONDS]" >&2; exit 2 ;;
 esac

@@ -1,6 +1,10 @@
 # Shared helpers for build.sh and cluster.sh.
 die() { echo "local-cluster: error: $*" >&2; exit 1; }
 
+# alive PID: the process exists and is not a zombie (an exited component whose
+# parent has not reaped it yet must count as stopped).
+alive() { [ -e "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
+
 cluster_here() { cd "$(dirname "${BASH_SOURCE[0]}")" && pwd; }
 
 cluster_cache_root() {
@@ -47,3 +51,12 @@ go_tool() {
   fi
   echo "$bin"
 }
+
+# The real node's binaries (kubelet, kube-proxy; node-build.sh) have a cache key
+# of their own, so that changing the node recipe never rebuilds the control plane.
+node_key() {
+  local h; h=$(cluster_here)
+  cat "$h"/kube/go.mod "$h"/kube/go.sum "$h"/node-build.sh | sha256sum | cut -c1-16
+}
+
+node_bin_dir() { echo "$(cluster_cache_root)/node-bin/$(node_key)"; }

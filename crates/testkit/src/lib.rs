@@ -329,6 +329,8 @@ impl PrivateCluster {
         Command::new(repo_root().join("hack/cluster/cluster.sh"))
             .arg(command)
             .env("VLLM_CLUSTER_DIR", &self.dir)
+            // Kwok nodes only: no test of a private cluster runs real pods.
+            .env("VLLM_CLUSTER_REAL_NODES", "0")
             .output()
     }
 

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Builds the local cluster's container images as OCI image layout archives,
+# without Docker (hack/images/oci.py), into target/images/:
+#
+#   localhost/pause:dev                 hack/images/pause.c, static; containerd's sandbox_image
+#   localhost/vllm-sim:dev              target/<profile>/vllm-sim   (entrypoint /usr/local/bin/vllm-sim, user 65532, port 8000)
+#   localhost/busybox:dev               Debian's busybox-static (/bin/busybox): sh, httpd, nc, wget for
+#                                       tests and debugging; entrypoint /bin/busybox, user 65532
+#   localhost/vllmservice-operator:dev  target/<profile>/vllmservice-operator
+#                                       (as the Dockerfile: entrypoint /usr/local/bin/vllmservice-operator,
+#                                        cmd [run], user 65532:65532, port 8080)
+#
+#   build.sh [--profile debug|release] [--cargo] [pause|busybox|vllm-sim|operator ...]
+#
+# Default: all four, profile $VLLM_IMAGE_PROFILE or debug. --cargo first builds
+# the Rust binaries (cargo build -p ...); without it a missing binary is an error
+# that names the cargo command. Prints one line per image: NAME ARCHIVE DIGEST.
+# An archive whose inputs did not change is not rebuilt.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+out=${VLLM_IMAGE_DIR:-$repo/target/images}
+profile=${VLLM_IMAGE_PROFILE:-debug}
+cargo=0
+want=()
+die() { echo "images: error: $*" >&2; exit 1; }
+while [ $# -gt 0 ]; do
+  case $1 in
+    --profile) profile=$2; shift 2 ;;
+    --cargo) cargo=1; shift ;;
+    pause|busybox|vllm-sim|operator) want+=("$1"); shift ;;
+    *) die "unknown argument $1 (usage: build.sh [--profile debug|release] [--cargo] [pause|busybox|vllm-sim|operator ...])" ;;
+  esac
+done
+[ ${#want[@]} -gt 0 ] || want=(pause busybox vllm-sim operator)
+mkdir -p "$out"
+command -v python3 >/dev/null || die "python3 not found"
+
+need_gcc() {
+  if ! command -v gcc >/dev/null || [ ! -f /usr/lib/x86_64-linux-gnu/libc.a ]; then
+    echo "images: installing gcc and libc6-dev (apt-get) for the static pause program ..." >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends gcc libc6-dev >/dev/null \
+      || die "apt-get install gcc libc6-dev failed"
+  fi
+}
+
+# image NAME BINARY OCI.PY-ARGS...: (re)builds target/images/<base>.tar unless its stamp matches.
+image() {
+  local name=$1 binary=$2; shift 2
+  local base=${name#localhost/}; base=${base%%:*}
+  local tar=$out/$base.tar stamp=$out/$base.stamp key
+  [ -x "$binary" ] || die "$binary not found"
+  # Inputs: the binary (size, mtime, inode), the libraries ldd lists, the recipe and its arguments.
+  key=$( { stat -c '%s %Y %i' "$binary"; ldd "$binary" 2>/dev/null | awk '/=>/ {print $3} /^\t\// {print $1}' \
+           | xargs -r stat -L -c '%n %s %Y'; cat "$here/oci.py"; echo "$name $*"; } | sha256sum | cut -c1-32)
+  if [ -f "$tar" ] && [ -f "$stamp" ] && [ "$(head -n1 "$stamp")" = "$key" ]; then
+    echo "$name $tar $(sed -n 2p "$stamp")"
+    return 0
+  fi
+  local digest
+  digest=$(python3 "$here/oci.py" --name "$name" --binary "$binary" --out "$tar" "$@") \
+    || die "building $name from $binary failed"
+  printf '%s\n%s\n' "$key" "$digest" >"$stamp"
+  echo "$name $tar $digest"
+}
+
+cargo_bin() { # package binary
+  local bin=$repo/target/$profile/$2
+  if [ $cargo = 1 ]; then
+    local flag=(); [ "$profile" = release ] && flag=(--release)
+    [ "$profile" = debug ] || [ "$profile" = release ] || die "--cargo knows the debug and release profiles only"
+    echo "images: cargo build ${flag[*]} -p $1 ..." >&2
+    (cd "$repo" && cargo build "${flag[@]}" -p "$1" --bin "$2" >&2) || die "cargo build -p $1 failed"
+  fi
+  local hint="cargo build -p $1"; [ "$profile" = release ] && hint+=" --release"
+  [ -x "$bin" ] || die "$bin is not built: run \`$hint\` (or hack/images/build.sh --cargo)"
+  echo "$bin"
+}
+
+for w in "${want[@]}"; do
+  case $w in
+    pause)
+      need_gcc
+      pbin=$out/pause
+      if [ ! -x "$pbin" ] || [ "$here/pause.c" -nt "$pbin" ]; then
+        gcc -static -O2 -Wall -Wextra -o "$pbin.tmp" "$here/pause.c" || die "compiling pause.c failed"
+        mv "$pbin.tmp" "$pbin"
+      fi
+      image localhost/pause:dev "$pbin" --dest /pause --entrypoint '["/pause"]' --user 65535:65535 ;;
+    busybox)
+      if [ ! -x /bin/busybox ] || ! /bin/busybox httpd --help >/dev/null 2>&1; then
+        echo "images: installing busybox-static (apt-get) ..." >&2
+        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends busybox-static >/dev/null \
+          || die "apt-get install busybox-static failed"
+      fi
+      ldd /bin/busybox >/dev/null 2>&1 && die "/bin/busybox is not static (Debian's busybox-static is)"
+      image localhost/busybox:dev /bin/busybox --dest /bin/busybox --entrypoint '["/bin/busybox"]' \
+        --cmd '["sh"]' --user 65532:65532 ;;
+    vllm-sim)
+      b=$(cargo_bin vllm-sim vllm-sim) || exit 1
+      image localhost/vllm-sim:dev "$b" --dest /usr/local/bin/vllm-sim \
+        --entrypoint '["/usr/local/bin/vllm-sim"]' --user 65532:65532 --port 8000/tcp ;;
+    operator)
+      # Entrypoint, cmd, user and ports are read from the Dockerfile's last stage,
+      # so both builds give the same image configuration.
+      df=$repo/Dockerfile
+      last() { awk -v k="$1" '$1==k {sub(/^[A-Z]+[ \t]+/, ""); v=$0} END {print v}' "$df"; }
+      d_entry=$(last ENTRYPOINT); d_cmd=$(last CMD); d_user=$(last USER); d_ports=$(last EXPOSE)
+      [ -n "$d_entry" ] && [ -n "$d_user" ] || die "no ENTRYPOINT/USER in $df"
+      d_dest=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])[0])' "$d_entry") \
+        || die "ENTRYPOINT in $df is not in JSON form"
+      port_args=(); for p in $d_ports; do port_args+=(--port "$p"); done
+      b=$(cargo_bin vllmservice-operator vllmservice-operator) || exit 1
+      image localhost/vllmservice-operator:dev "$b" \
+        --dest "$d_dest" --entrypoint "$d_entry" --cmd "${d_cmd:-[]}" --user "$d_user" "${port_args[@]}" \
+        --label org.opencontainers.image.title=vllmservice-operator ;;
+  esac
+done
