@@ -1,0 +1,644 @@
+//! `vllm-sim`: a simulator of vLLM's OpenAI-compatible server (`vllm serve`), for test clusters
+//! without GPUs. It is not vLLM: it accepts vLLM's flags, reads the model's config.json, sizes a
+//! simulated GPU the way vLLM does, fails with vLLM's messages, logs vLLM's start-up lines, serves
+//! vLLM's endpoints and metrics with deterministic text, and shuts down as vLLM ≥ 0.18 does.
+//! See README.md.
+
+mod args;
+mod log;
+mod metrics;
+mod model;
+mod py;
+mod server;
+
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use tokio::signal::unix::{Signal, SignalKind, signal};
+
+use crate::args::Parsed;
+use crate::log::Proc;
+use crate::model::{GIB, Gpu, ModelConfig, SimError};
+
+/// The vLLM version the simulator imitates (what `/version` reports).
+pub const VLLM_VERSION: &str = "0.18.0";
+/// The version reported with `VLLM_SIM_OLD_VERSION=1` (before `--shutdown-timeout` existed).
+pub const OLD_VLLM_VERSION: &str = "0.17.1";
+
+/// Failures forced with `VLLM_SIM_FAIL`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Fail {
+    KvCacheTooSmall,
+    InsufficientGpuMemory,
+    ModelNotFound,
+    TensorParallelMismatch,
+    OutOfMemory,
+    UnrecognizedArguments,
+    GatedRepo,
+    EngineDeadAfterStart,
+}
+
+impl Fail {
+    const ALL: &[(&str, Fail)] = &[
+        ("KVCacheTooSmall", Fail::KvCacheTooSmall),
+        ("InsufficientGPUMemory", Fail::InsufficientGpuMemory),
+        ("ModelNotFound", Fail::ModelNotFound),
+        ("TensorParallelMismatch", Fail::TensorParallelMismatch),
+        ("OutOfMemory", Fail::OutOfMemory),
+        ("UnrecognizedArguments", Fail::UnrecognizedArguments),
+        ("GatedRepo", Fail::GatedRepo),
+        ("EngineDeadAfterStart", Fail::EngineDeadAfterStart),
+    ];
+}
+
+/// The simulator's environment. Values are never logged (the environment may hold secrets).
+struct Env {
+    gpu_gib: f64,
+    free_fraction: f64,
+    load_seconds: f64,
+    token_delay_ms: f64,
+    dead_after_seconds: f64,
+    fail: Option<Fail>,
+    old_version: bool,
+    allow_long_max_model_len: bool,
+}
+
+fn env_flag(name: &str) -> bool {
+    matches!(
+        std::env::var(name)
+            .as_deref()
+            .map(str::to_ascii_lowercase)
+            .as_deref(),
+        Ok("1" | "true" | "yes")
+    )
+}
+
+fn env_num(name: &str, default: f64, min: f64) -> Result<f64, String> {
+    match std::env::var(name) {
+        Err(_) => Ok(default),
+        Ok(v) if v.trim().is_empty() => Ok(default),
+        Ok(v) => match v.trim().parse::<f64>() {
+            Ok(n) if n.is_finite() && n >= min => Ok(n),
+            _ => Err(format!("vllm-sim: {name} must be a number >= {min}")),
+        },
+    }
+}
+
+impl Env {
+    fn read() -> Result<Env, String> {
+        let fail = match std::env::var("VLLM_SIM_FAIL") {
+            Err(_) => None,
+            Ok(v) if v.trim().is_empty() => None,
+            Ok(v) => match Fail::ALL
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(v.trim()))
+            {
+                Some((_, f)) => Some(*f),
+                None => {
+                    let names: Vec<&str> = Fail::ALL.iter().map(|(n, _)| *n).collect();
+                    return Err(format!(
+                        "vllm-sim: VLLM_SIM_FAIL must be one of {}",
+                        names.join(", ")
+                    ));
+                }
+            },
+        };
+        Ok(Env {
+            gpu_gib: env_num("VLLM_SIM_GPU_MEMORY_GIB", 24.0, 0.0)?,
+            free_fraction: env_num("VLLM_SIM_GPU_FREE_FRACTION", 1.0, 0.0)?.min(1.0),
+            load_seconds: env_num("VLLM_SIM_LOAD_SECONDS", 3.0, 0.0)?,
+            token_delay_ms: env_num("VLLM_SIM_TOKEN_DELAY_MS", 10.0, 0.0)?,
+            dead_after_seconds: env_num("VLLM_SIM_ENGINE_DEAD_AFTER_SECONDS", 2.0, 0.0)?,
+            fail,
+            old_version: env_flag("VLLM_SIM_OLD_VERSION"),
+            allow_long_max_model_len: env_flag("VLLM_ALLOW_LONG_MAX_MODEL_LEN"),
+        })
+    }
+}
+
+fn main() -> ExitCode {
+    let raw: Vec<String> = std::env::args().skip(1).collect();
+    let env = match Env::read() {
+        Ok(e) => e,
+        Err(msg) => {
+            log::stderr(&format!("{msg}\n"));
+            return ExitCode::from(1);
+        }
+    };
+    let parsed = match args::parse(&raw, env.old_version) {
+        Ok(p) => p,
+        Err(e) => {
+            log::stderr(&e.render());
+            return ExitCode::from(2);
+        }
+    };
+    let a = match parsed {
+        Parsed::Help => {
+            print!("{}", args::help());
+            return ExitCode::SUCCESS;
+        }
+        Parsed::Run(a) => a,
+    };
+    if env.fail == Some(Fail::UnrecognizedArguments) {
+        // An older vLLM that does not know a flag the operator emits.
+        let tokens = if !a.shutdown_timeout_tokens.is_empty() {
+            a.shutdown_timeout_tokens.join(" ")
+        } else if !a.unknown.is_empty() {
+            a.unknown.join(" ")
+        } else {
+            "--shutdown-timeout".to_string()
+        };
+        log::stderr(&args::ArgError(format!("unrecognized arguments: {tokens}")).render());
+        return ExitCode::from(2);
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            log::stderr(&format!("vllm-sim: cannot start the runtime: {e}\n"));
+            return ExitCode::from(1);
+        }
+    };
+    let code = rt.block_on(run(*a, env));
+    rt.shutdown_timeout(Duration::from_millis(100));
+    ExitCode::from(code)
+}
+
+struct Signals {
+    term: Signal,
+    int: Signal,
+}
+
+impl Signals {
+    fn new() -> std::io::Result<Signals> {
+        Ok(Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    async fn recv(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.int.recv() => "SIGINT",
+        }
+    }
+}
+
+/// Sleeps for the simulated work; a signal meanwhile ends the process (as it does vLLM's).
+async fn work(seconds: f64, signals: &mut Signals) -> Result<(), u8> {
+    tokio::select! {
+        _ = tokio::time::sleep(Duration::from_secs_f64(seconds)) => Ok(()),
+        sig = signals.recv() => {
+            log::info(Proc::Api, "launcher.py:100", &format!("[shutdown] API server: shutdown triggered signal={sig}"));
+            Err(0)
+        }
+    }
+}
+
+/// Prints a start-up failure as vLLM does: the engine core logs its traceback, the API server's
+/// traceback ends with the exception on stderr. Returns the exit code (1).
+fn fail(e: &SimError) -> u8 {
+    let frames = "Traceback (most recent call last):\n  File \"/usr/local/bin/vllm\", line 10, in <module>\n    \
+                  sys.exit(main())\n             ^^^^^^\n";
+    let exception = |e: &SimError| {
+        let mut text = String::new();
+        if let Some(cause) = &e.cause {
+            text.push_str(frames);
+            text.push_str(&format!("{}: {}\n\nThe above exception was the direct cause of the following exception:\n\n", cause.exception, cause.message));
+        }
+        text.push_str(frames);
+        text.push_str(&format!("{}: {}\n", e.exception, e.message));
+        text
+    };
+    if e.in_engine {
+        log::error(
+            Proc::Engine,
+            "core.py:708",
+            &format!("EngineCore failed to start.\n{}", exception(e).trim_end()),
+        );
+        log::stderr(&format!(
+            "{frames}RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {{}}\n"
+        ));
+    } else {
+        log::stderr(&exception(e));
+    }
+    1
+}
+
+fn gib(bytes: f64) -> String {
+    py::round2(bytes / GIB)
+}
+
+/// A tensor-parallel size that does not divide the heads (for a forced mismatch).
+fn mismatched_tp(heads: u64, tp: u32) -> u64 {
+    if tp > 0 && !heads.is_multiple_of(tp as u64) {
+        return tp as u64;
+    }
+    (2..=heads + 1)
+        .find(|t| !heads.is_multiple_of(*t))
+        .unwrap_or(heads + 1)
+}
+
+async fn run(a: args::Args, env: Env) -> u8 {
+    let started = Instant::now();
+    let mut signals = match Signals::new() {
+        Ok(s) => s,
+        Err(e) => {
+            log::stderr(&format!("vllm-sim: cannot install signal handlers: {e}\n"));
+            return 1;
+        }
+    };
+    let version = if env.old_version {
+        OLD_VLLM_VERSION
+    } else {
+        VLLM_VERSION
+    };
+    if a.model_via_option {
+        log::warn(
+            Proc::Api,
+            "argparse_utils.py:217",
+            "With `vllm serve`, you should provide the model as a positional argument or in a config file \
+             instead of via the `--model` option. The `--model` option will be removed in a future version.",
+        );
+    }
+    log::info(
+        Proc::Api,
+        "api_server.py:1839",
+        &format!("vLLM API server version {version}"),
+    );
+    let nd: Vec<String> = a
+        .non_default
+        .iter()
+        .map(|(k, v)| format!("'{k}': {v}"))
+        .collect();
+    log::info(
+        Proc::Api,
+        "utils.py:233",
+        &format!("non-default args: {{{}}}", nd.join(", ")),
+    );
+    if !a.unknown.is_empty() {
+        log::warn(
+            Proc::Api,
+            "vllm_sim",
+            &format!(
+                "Arguments the simulator does not implement, accepted and ignored: {}",
+                py::repr_list(&a.unknown)
+            ),
+        );
+    }
+
+    // The model's configuration (API server process).
+    match env.fail {
+        Some(Fail::ModelNotFound) => {
+            return fail(&SimError::value(model::invalid_repo_message(&a.model)));
+        }
+        Some(Fail::GatedRepo) => {
+            let repo =
+                if a.model.starts_with('/') || a.model.starts_with('.') || !a.model.contains('/') {
+                    "meta-llama/Llama-3.1-8B-Instruct"
+                } else {
+                    a.model.as_str()
+                };
+            return fail(&model::gated_repo_error(repo));
+        }
+        _ => {}
+    }
+    let cfg = match ModelConfig::load(&a.model) {
+        Ok(c) => c,
+        Err(e) => return fail(&e),
+    };
+    let arch = cfg
+        .architectures
+        .first()
+        .cloned()
+        .unwrap_or_else(|| "LlamaForCausalLM".into());
+    log::info(
+        Proc::Api,
+        "model.py:547",
+        &format!("Resolved architecture: {arch}"),
+    );
+    let max_model_len =
+        match model::resolve_max_model_len(&cfg, a.max_model_len, env.allow_long_max_model_len) {
+            Ok(n) => n,
+            Err(e) => return fail(&e),
+        };
+    log::info(
+        Proc::Api,
+        "model.py:1510",
+        &format!("Using max model len {max_model_len}"),
+    );
+    if env.fail == Some(Fail::TensorParallelMismatch) {
+        return fail(&model::tp_error(
+            cfg.num_attention_heads,
+            mismatched_tp(cfg.num_attention_heads, a.tensor_parallel_size),
+        ));
+    }
+    if let Err(e) = model::check_tensor_parallel(&cfg, a.tensor_parallel_size) {
+        return fail(&e);
+    }
+    let names = a.served_names();
+    let dtype = model::torch_dtype(&a.dtype, &cfg.torch_dtype);
+    log::info(
+        Proc::Engine,
+        "core.py:93",
+        &format!(
+            "Initializing a V1 LLM engine (v{version}) with config: model={m}, speculative_config=None, \
+             tokenizer={m}, skip_tokenizer_init=False, tokenizer_mode=auto, revision=None, \
+             trust_remote_code=False, dtype={dtype}, max_seq_len={max_model_len}, download_dir=None, \
+             load_format=auto, tensor_parallel_size={tp}, pipeline_parallel_size=1, data_parallel_size=1, \
+             disable_custom_all_reduce=False, quantization=None, enforce_eager=False, kv_cache_dtype=auto, \
+             device_config=cuda, seed=0, served_model_name={name}, enable_prefix_caching=True, \
+             enable_chunked_prefill=True",
+            m = py::repr_str(&a.model),
+            tp = a.tensor_parallel_size,
+            name = names[0],
+        ),
+    );
+
+    // The simulated GPU (engine core process).
+    let total = env.gpu_gib * GIB;
+    let gpu = Gpu {
+        total_bytes: total,
+        free_bytes: total * env.free_fraction,
+    };
+    let util = a.gpu_memory_utilization;
+    if env.fail == Some(Fail::InsufficientGpuMemory) {
+        let g = Gpu {
+            total_bytes: total,
+            free_bytes: (total * util * 0.5).min(gpu.free_bytes),
+        };
+        return fail(&model::free_memory_error(g, util));
+    }
+    if let Err(e) = model::check_free_memory(gpu, util) {
+        return fail(&e);
+    }
+    log::info(
+        Proc::Engine,
+        "gpu_model_runner.py:2338",
+        &format!("Starting to load model {}...", a.model),
+    );
+    let load_started = Instant::now();
+    if let Err(code) = work(env.load_seconds * 0.7, &mut signals).await {
+        return code;
+    }
+    let weights = model::weights_bytes(&cfg, &a.dtype, a.tensor_parallel_size);
+    if env.fail == Some(Fail::OutOfMemory) {
+        return fail(&model::oom_error(
+            gpu,
+            (weights * 0.25).max(0.5 * GIB),
+            total - 0.02 * GIB,
+        ));
+    }
+    if weights > total * util {
+        return fail(&model::oom_error(gpu, weights - total * util, total * util));
+    }
+    let loaded = load_started.elapsed().as_secs_f64();
+    log::info(
+        Proc::Engine,
+        "default_loader.py:267",
+        &format!("Loading weights took {loaded:.2} seconds"),
+    );
+    log::info(
+        Proc::Engine,
+        "gpu_model_runner.py:2370",
+        &format!(
+            "Model loading took {:.4} GiB memory and {:.6} seconds",
+            weights / GIB,
+            loaded
+        ),
+    );
+    if let Err(code) = work(env.load_seconds * 0.3, &mut signals).await {
+        return code;
+    }
+    let kv_per_token = model::kv_bytes_per_token(&cfg, &a.dtype, a.tensor_parallel_size);
+    if env.fail == Some(Fail::KvCacheTooSmall) {
+        let needed = model::kv_needed_bytes(kv_per_token, max_model_len) as f64;
+        let available = needed * 0.6;
+        let estimated = (available / (model::BLOCK_SIZE * kv_per_token) as f64).floor() as u64
+            * model::BLOCK_SIZE;
+        return fail(&model::kv_too_small_error(
+            max_model_len,
+            needed,
+            available,
+            estimated,
+        ));
+    }
+    let mem = match model::size_kv_cache(gpu, util, weights, kv_per_token, max_model_len) {
+        Ok(m) => m,
+        Err(e) => return fail(&e),
+    };
+    log::info(
+        Proc::Engine,
+        "gpu_worker.py:298",
+        &format!(
+            "Available KV cache memory: {} GiB",
+            gib(mem.available_kv_bytes)
+        ),
+    );
+    log::info(
+        Proc::Engine,
+        "kv_cache_utils.py:1087",
+        &format!(
+            "GPU KV cache size: {} tokens",
+            py::thousands(mem.kv_tokens())
+        ),
+    );
+    log::info(
+        Proc::Engine,
+        "kv_cache_utils.py:1091",
+        &format!(
+            "Maximum concurrency for {} tokens per request: {:.2}x",
+            py::thousands(max_model_len),
+            mem.max_concurrency(max_model_len)
+        ),
+    );
+    log::info(
+        Proc::Engine,
+        "core.py:210",
+        &format!(
+            "init engine (profile, create kv cache, warmup model) took {:.2} seconds",
+            started.elapsed().as_secs_f64()
+        ),
+    );
+
+    // The HTTP server: the port opens only now, as with vLLM.
+    let host = a.host.clone().unwrap_or_else(|| "0.0.0.0".into());
+    let listener = match tokio::net::TcpListener::bind((host.as_str(), a.port)).await {
+        Ok(l) => l,
+        Err(e) => {
+            log::error(
+                Proc::Api,
+                "launcher.py:80",
+                &format!(
+                    "[Errno {}] error while attempting to bind on address ('{host}', {}): {e}",
+                    e.raw_os_error().unwrap_or(0),
+                    a.port
+                ),
+            );
+            return 1;
+        }
+    };
+    let loras = a
+        .lora_modules
+        .iter()
+        .filter_map(|m| {
+            m.split_once('=')
+                .map(|(n, p)| (n.to_string(), p.to_string()))
+        })
+        .collect();
+    let app = server::App::new(
+        server::Served {
+            names: names.clone(),
+            model_path: a.model.clone(),
+            max_model_len,
+            loras,
+            version: version.to_string(),
+            token_delay: Duration::from_secs_f64(env.token_delay_ms / 1000.0),
+            num_gpu_blocks: mem.num_gpu_blocks,
+            gpu_memory_utilization: util,
+        },
+        a.max_num_seqs,
+    );
+    log::info(
+        Proc::Api,
+        "api_server.py:1634",
+        "Supported_tasks: ['generate']",
+    );
+    log::info(
+        Proc::Api,
+        "api_server.py:1912",
+        &format!("Starting vLLM API server 0 on http://{host}:{}", a.port),
+    );
+    log::info(Proc::Api, "launcher.py:37", "Available routes are:");
+    for (path, methods) in server::ROUTES {
+        log::info(
+            Proc::Api,
+            "launcher.py:45",
+            &format!("Route: {path}, Methods: {methods}"),
+        );
+    }
+    let pid = std::process::id();
+    log::uvicorn(&format!("Started server process [{pid}]"));
+    log::uvicorn("Waiting for application startup.");
+    log::uvicorn("Application startup complete.");
+
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let serve =
+        axum::serve(listener, server::router(app.clone())).with_graceful_shutdown(async move {
+            let _ = stop_rx.await;
+        });
+    let mut server_task = tokio::spawn(async move { serve.await });
+    tokio::spawn(server::log_stats(app.clone()));
+    if env.fail == Some(Fail::EngineDeadAfterStart) {
+        let app = app.clone();
+        let after = env.dead_after_seconds;
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs_f64(after)).await;
+            app.dead.store(true, Ordering::SeqCst);
+            log::error(
+                Proc::Engine,
+                "core.py:776",
+                "EngineCore encountered a fatal error.\nTraceback (most recent call last):\n  File \
+                 \"/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py\", line 767, in run_engine_core\n    \
+                 engine_core.run_busy_loop()\nRuntimeError: CUDA error: an illegal memory access was encountered",
+            );
+            log::error(
+                Proc::Api,
+                "async_llm.py:485",
+                "AsyncLLM output_handler failed.\nvllm.v1.engine.exceptions.EngineDeadError: EngineCore \
+                 encountered an issue. See stack trace (above) for the root cause.",
+            );
+        });
+    }
+
+    let sig = tokio::select! {
+        s = signals.recv() => s,
+        r = &mut server_task => {
+            log::error(Proc::Api, "launcher.py:120", &format!("The HTTP server stopped: {r:?}"));
+            return 1;
+        }
+    };
+    log::info(
+        Proc::Api,
+        "launcher.py:100",
+        &format!("[shutdown] API server: shutdown triggered signal={sig}"),
+    );
+    if a.shutdown_timeout == 0 {
+        // vLLM's default: abort in-flight requests and exit now; their connections close.
+        log::info(
+            Proc::Api,
+            "launcher.py:116",
+            "[shutdown] API server: stopping engine client mode=abort",
+        );
+        let n = app.in_flight();
+        if n > 0 {
+            log::info(
+                Proc::Engine,
+                "core.py:1155",
+                &format!("[shutdown] EngineCore: aborting {n} in-flight request(s)"),
+            );
+        }
+        log::info(
+            Proc::Api,
+            "launcher.py:140",
+            "Shutting down FastAPI HTTP server.",
+        );
+        log::uvicorn("Shutting down");
+        log::uvicorn(&format!("Finished server process [{pid}]"));
+        return 0;
+    }
+    // Drain: stop accepting connections, let in-flight requests finish for up to the timeout.
+    let timeout = a.shutdown_timeout;
+    log::info(
+        Proc::Api,
+        "launcher.py:116",
+        &format!("[shutdown] API server: stopping engine client mode=drain timeout={timeout}s"),
+    );
+    log::info(
+        Proc::Api,
+        "async_llm.py:268",
+        &format!(
+            "[shutdown] AsyncLLM: waiting for {} in-flight request(s) timeout={timeout}s",
+            app.in_flight()
+        ),
+    );
+    let _ = stop_tx.send(());
+    log::uvicorn("Shutting down");
+    let drained = tokio::select! {
+        r = tokio::time::timeout(Duration::from_secs(timeout), &mut server_task) => r.is_ok(),
+        s = signals.recv() => {
+            log::info(Proc::Api, "launcher.py:100", &format!("[shutdown] API server: second signal={s}, exiting now"));
+            false
+        }
+    };
+    if drained {
+        log::info(
+            Proc::Api,
+            "async_llm.py:281",
+            "[shutdown] AsyncLLM: all in-flight requests finished",
+        );
+    } else {
+        log::warn(
+            Proc::Api,
+            "async_llm.py:285",
+            &format!(
+                "[shutdown] AsyncLLM: timeout reached, aborting {} in-flight request(s)",
+                app.in_flight()
+            ),
+        );
+    }
+    log::info(
+        Proc::Api,
+        "launcher.py:140",
+        "Shutting down FastAPI HTTP server.",
+    );
+    log::uvicorn("Waiting for application shutdown.");
+    log::uvicorn("Application shutdown complete.");
+    log::uvicorn(&format!("Finished server process [{pid}]"));
+    0
+}

@@ -1,0 +1,678 @@
+//! Runs the built `vllm-sim` on 127.0.0.1 with a temporary model directory. Every wait polls for a
+//! condition (a log line, a connection, a metric, an exit) under a deadline; none is a fixed sleep.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_vllm-sim");
+const DEADLINE: Duration = Duration::from_secs(30);
+const QWEN: &str = include_str!("../../../config/samples/fake-model/config.json");
+
+struct ModelDir(PathBuf);
+
+impl ModelDir {
+    fn new(tag: &str) -> ModelDir {
+        let dir = std::env::temp_dir().join(format!("vllm-sim-it-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("config.json"), QWEN).unwrap();
+        ModelDir(dir)
+    }
+
+    fn path(&self) -> String {
+        self.0.to_str().unwrap().to_string()
+    }
+}
+
+impl Drop for ModelDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Sim {
+    child: Child,
+    out: Arc<Mutex<String>>,
+    port: u16,
+}
+
+impl Sim {
+    /// Starts the simulator with the operator's default flags plus `extra`.
+    fn start(model: &str, extra: &[&str], env: &[(&str, &str)]) -> Sim {
+        let port = free_port();
+        let port_s = port.to_string();
+        let mut args = vec![
+            "--model",
+            model,
+            "--served-model-name",
+            "qwen",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port_s,
+            "--dtype",
+            "auto",
+            "--max-model-len",
+            "4096",
+            "--gpu-memory-utilization",
+            "0.75",
+            "--max-num-seqs",
+            "8",
+        ];
+        args.extend_from_slice(extra);
+        Self::spawn(&args, env, port)
+    }
+
+    fn spawn(args: &[&str], env: &[(&str, &str)], port: u16) -> Sim {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+        for var in [
+            "VLLM_SIM_FAIL",
+            "VLLM_SIM_OLD_VERSION",
+            "VLLM_SIM_GPU_MEMORY_GIB",
+            "VLLM_SIM_GPU_FREE_FRACTION",
+            "VLLM_ALLOW_LONG_MAX_MODEL_LEN",
+        ] {
+            cmd.env_remove(var);
+        }
+        cmd.env("VLLM_SIM_LOAD_SECONDS", "0")
+            .env("VLLM_SIM_TOKEN_DELAY_MS", "1");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn vllm-sim");
+        let out = Arc::new(Mutex::new(String::new()));
+        for pipe in [
+            Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
+            Box::new(child.stderr.take().unwrap()) as Box<dyn Read + Send>,
+        ] {
+            let out = out.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                    let mut o = out.lock().unwrap();
+                    o.push_str(&line);
+                    o.push('\n');
+                }
+            });
+        }
+        Sim { child, out, port }
+    }
+
+    fn output(&self) -> String {
+        self.out.lock().unwrap().clone()
+    }
+
+    fn wait_log(&self, needle: &str) {
+        let start = Instant::now();
+        while !self.output().contains(needle) {
+            assert!(
+                start.elapsed() < DEADLINE,
+                "no {needle:?} in:\n{}",
+                self.output()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn wait_exit(&mut self) -> ExitStatus {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                start.elapsed() < DEADLINE,
+                "still running:\n{}",
+                self.output()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// The exit code once the process ended and its output has been read to the end.
+    fn finish(&mut self) -> (i32, String) {
+        let status = self.wait_exit();
+        let start = Instant::now();
+        // The reader threads end at EOF; give them until the deadline to drain.
+        while Arc::strong_count(&self.out) > 1 && start.elapsed() < DEADLINE {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        (status.code().unwrap_or(-1), self.output())
+    }
+
+    fn wait_ready(&self) {
+        let start = Instant::now();
+        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(
+                start.elapsed() < DEADLINE,
+                "never listened:\n{}",
+                self.output()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(self.child.id() as i32, sig) }, 0);
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn request(port: u16, method: &str, path: &str, body: &str) -> String {
+    format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// One HTTP/1.1 request: (status, body).
+fn http(port: u16, method: &str, path: &str, body: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(DEADLINE)).unwrap();
+    s.write_all(request(port, method, path, body).as_bytes())
+        .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let status = text[9..12].parse().unwrap();
+    let (head, rest) = text.split_once("\r\n\r\n").unwrap();
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(rest)
+    } else {
+        rest.to_string()
+    };
+    (status, body)
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = rest[n..].strip_prefix("\r\n").unwrap_or(&rest[n..]);
+    }
+    out
+}
+
+/// A streamed request whose response is read as it arrives.
+struct Stream {
+    s: TcpStream,
+    seen: String,
+}
+
+impl Stream {
+    fn open(port: u16, path: &str, body: &str) -> Stream {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(DEADLINE)).unwrap();
+        s.write_all(request(port, "POST", path, body).as_bytes())
+            .unwrap();
+        Stream {
+            s,
+            seen: String::new(),
+        }
+    }
+
+    /// Reads until `needle` was received (true) or the connection ended (false).
+    fn read_until(&mut self, needle: &str) -> bool {
+        let mut buf = [0u8; 4096];
+        while !self.seen.contains(needle) {
+            match self.s.read(&mut buf) {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => self.seen.push_str(&String::from_utf8_lossy(&buf[..n])),
+            }
+        }
+        true
+    }
+
+    /// Reads to the end; true when the chunked body ended properly (terminating chunk).
+    fn read_to_end(&mut self) -> bool {
+        let mut buf = [0u8; 4096];
+        loop {
+            match self.s.read(&mut buf) {
+                Ok(0) => return self.seen.ends_with("0\r\n\r\n"),
+                Err(_) => return false,
+                Ok(n) => self.seen.push_str(&String::from_utf8_lossy(&buf[..n])),
+            }
+        }
+    }
+}
+
+fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(&format!("{name}{{")))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+#[test]
+fn loads_then_serves_vllm_endpoints() {
+    let dir = ModelDir::new("serve");
+    let spawned = Instant::now();
+    let sim = Sim::start(
+        &dir.path(),
+        &[
+            "--enable-prefix-caching",
+            "--max-num-batched-tokens",
+            "8192",
+        ],
+        &[("VLLM_SIM_LOAD_SECONDS", "1.5")],
+    );
+    // Closed while loading: the first attempts are refused; it opens once loading is over.
+    assert!(
+        TcpStream::connect(("127.0.0.1", sim.port)).is_err(),
+        "port open before loading"
+    );
+    sim.wait_ready();
+    assert!(
+        spawned.elapsed() >= Duration::from_millis(1400),
+        "opened after {:?}",
+        spawned.elapsed()
+    );
+    let log = sim.output();
+    for line in [
+        "vLLM API server version 0.18.0",
+        "non-default args: {'model_tag': ",
+        "'max_model_len': 4096, 'served_model_name': ['qwen'], 'gpu_memory_utilization': 0.75, 'max_num_seqs': 8}",
+        "accepted and ignored: ['--enable-prefix-caching', '--max-num-batched-tokens', '8192']",
+        "Loading weights took ",
+        "Model loading took 2.8751 GiB memory and ",
+        "GPU KV cache size: 538,320 tokens",
+        "Maximum concurrency for 4,096 tokens per request: 131.43x",
+        &format!(
+            "Starting vLLM API server 0 on http://127.0.0.1:{}",
+            sim.port
+        ),
+        "INFO:     Started server process [",
+    ] {
+        assert!(log.contains(line), "no {line:?} in:\n{log}");
+    }
+    sim.wait_log("INFO:     Application startup complete.");
+
+    assert_eq!(http(sim.port, "GET", "/health", ""), (200, String::new()));
+    assert_eq!(
+        http(sim.port, "GET", "/version", ""),
+        (200, r#"{"version":"0.18.0"}"#.to_string())
+    );
+    let (status, models) = http(sim.port, "GET", "/v1/models", "");
+    assert_eq!(status, 200);
+    let models: serde_json::Value = serde_json::from_str(&models).unwrap();
+    assert_eq!(models["object"], "list");
+    assert_eq!(models["data"][0]["id"], "qwen");
+    assert_eq!(models["data"][0]["root"], dir.path());
+    assert_eq!(models["data"][0]["max_model_len"], 4096);
+    assert_eq!(models["data"][0]["owned_by"], "vllm");
+
+    let (status, chat) = http(
+        sim.port,
+        "POST",
+        "/v1/chat/completions",
+        r#"{"model":"qwen","messages":[{"role":"user","content":"say three words"}],"max_tokens":4}"#,
+    );
+    assert_eq!(status, 200, "{chat}");
+    let chat: serde_json::Value = serde_json::from_str(&chat).unwrap();
+    assert_eq!(chat["object"], "chat.completion");
+    assert_eq!(
+        chat["choices"][0]["message"]["content"],
+        "The simulated model answers"
+    );
+    assert_eq!(chat["choices"][0]["finish_reason"], "length");
+    assert_eq!(chat["usage"]["prompt_tokens"], 3);
+    assert_eq!(chat["usage"]["completion_tokens"], 4);
+
+    let (status, streamed) = http(
+        sim.port,
+        "POST",
+        "/v1/completions",
+        r#"{"model":"qwen","prompt":"a b","max_tokens":3,"stream":true,"stream_options":{"include_usage":true}}"#,
+    );
+    assert_eq!(status, 200);
+    let events: Vec<&str> = streamed.split("\n\n").filter(|e| !e.is_empty()).collect();
+    assert!(events.iter().all(|e| e.starts_with("data: ")), "{streamed}");
+    assert_eq!(*events.last().unwrap(), "data: [DONE]");
+    let text: String = events
+        .iter()
+        .filter_map(|e| serde_json::from_str::<serde_json::Value>(&e[6..]).ok())
+        .filter_map(|v| v["choices"][0]["text"].as_str().map(String::from))
+        .collect();
+    assert_eq!(text, "The simulated model");
+    assert!(
+        streamed.contains(r#""usage":{"completion_tokens":3,"prompt_tokens":2"#),
+        "{streamed}"
+    );
+
+    let (status, err) = http(
+        sim.port,
+        "POST",
+        "/v1/completions",
+        r#"{"model":"other","prompt":"x"}"#,
+    );
+    assert_eq!(status, 404);
+    assert!(err.contains("The model `other` does not exist."), "{err}");
+    let (status, err) = http(
+        sim.port,
+        "POST",
+        "/v1/completions",
+        r#"{"model":"qwen","prompt":"x","max_tokens":5000}"#,
+    );
+    assert_eq!(status, 400, "{err}");
+
+    let (_, m) = http(sim.port, "GET", "/metrics", "");
+    assert_eq!(metric(&m, "vllm:prompt_tokens_total"), Some(5.0), "{m}");
+    assert_eq!(metric(&m, "vllm:generation_tokens_total"), Some(7.0));
+    assert!(m.contains(
+        r#"vllm:request_success_total{engine="0",finished_reason="length",model_name="qwen"} 2.0"#
+    ));
+    assert!(
+        m.contains(r#"vllm:e2e_request_latency_seconds_count{engine="0",model_name="qwen"} 2.0"#)
+    );
+    assert!(
+        m.contains(r#"vllm:time_to_first_token_seconds_count{engine="0",model_name="qwen"} 2.0"#)
+    );
+    assert!(m.contains(r#"num_gpu_blocks="33645""#), "{m}");
+}
+
+#[test]
+fn metrics_show_running_and_waiting() {
+    let dir = ModelDir::new("queue");
+    let sim = Sim::start(
+        &dir.path(),
+        &["--max-num-seqs", "1"],
+        &[("VLLM_SIM_TOKEN_DELAY_MS", "100")],
+    );
+    sim.wait_ready();
+    let body = r#"{"model":"qwen","prompt":"one two three","max_tokens":200,"stream":true}"#;
+    let mut first = Stream::open(sim.port, "/v1/completions", body);
+    assert!(first.read_until("data: "), "first request produced nothing");
+    let _second = Stream::open(sim.port, "/v1/completions", body);
+    let start = Instant::now();
+    loop {
+        let (_, m) = http(sim.port, "GET", "/metrics", "");
+        let (running, waiting) = (
+            metric(&m, "vllm:num_requests_running"),
+            metric(&m, "vllm:num_requests_waiting"),
+        );
+        if running == Some(1.0) && waiting == Some(1.0) {
+            let usage = metric(&m, "vllm:kv_cache_usage_perc").unwrap();
+            assert!(usage > 0.0 && usage < 1.0, "{usage}");
+            break;
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "running={running:?} waiting={waiting:?}"
+        );
+    }
+}
+
+#[test]
+fn start_up_failures_exit_with_vllm_messages() {
+    let dir = ModelDir::new("fail");
+    let m = dir.path();
+    type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>, i32, &'a str);
+    let cases: Vec<Case> = vec![
+        (
+            vec![],
+            vec![("VLLM_SIM_FAIL", "KVCacheTooSmall")],
+            1,
+            "ValueError: To serve at least one request with the model's max seq len (4096), (0.11 GiB KV cache is needed, which is larger than the available KV cache memory (0.07 GiB). Based on the available memory, the estimated maximum model length is 2448.",
+        ),
+        (
+            vec![],
+            vec![("VLLM_SIM_FAIL", "InsufficientGPUMemory")],
+            1,
+            "ValueError: Free memory on device cuda:0 (9.0/24.0 GiB) on startup is less than desired GPU memory utilization (0.75, 18.0 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
+        ),
+        (
+            vec![],
+            vec![("VLLM_SIM_FAIL", "ModelNotFound")],
+            1,
+            "ValueError: Invalid repository ID or local directory specified: '",
+        ),
+        (
+            vec![],
+            vec![("VLLM_SIM_FAIL", "TensorParallelMismatch")],
+            1,
+            "ValueError: Total number of attention heads (12) must be divisible by tensor parallel size (5).",
+        ),
+        (
+            vec![],
+            vec![("VLLM_SIM_FAIL", "OutOfMemory")],
+            1,
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 0.72 GiB. GPU 0 has a total capacity of 24.00 GiB",
+        ),
+        (
+            vec!["--shutdown-timeout", "30"],
+            vec![("VLLM_SIM_FAIL", "UnrecognizedArguments")],
+            2,
+            "usage: vllm serve [model_tag] [options]\nvllm serve: error: unrecognized arguments: --shutdown-timeout 30\n",
+        ),
+        (
+            vec![],
+            vec![("VLLM_SIM_FAIL", "UnrecognizedArguments")],
+            2,
+            "vllm serve: error: unrecognized arguments: --shutdown-timeout\n",
+        ),
+        (
+            vec!["--shutdown-timeout=30"],
+            vec![("VLLM_SIM_OLD_VERSION", "1")],
+            2,
+            "vllm serve: error: unrecognized arguments: --shutdown-timeout=30\n",
+        ),
+        (
+            vec![],
+            vec![("VLLM_SIM_FAIL", "GatedRepo")],
+            1,
+            "huggingface_hub.errors.GatedRepoError: 401 Client Error.",
+        ),
+        (
+            vec![],
+            vec![("VLLM_SIM_FAIL", "bogus")],
+            1,
+            "VLLM_SIM_FAIL must be one of KVCacheTooSmall,",
+        ),
+        // The same failures from the real checks.
+        (
+            vec!["-tp", "5"],
+            vec![],
+            1,
+            "ValueError: Total number of attention heads (12) must be divisible by tensor parallel size (5).",
+        ),
+        (
+            vec!["--max-model-len", "65536"],
+            vec![],
+            1,
+            "ValueError: User-specified max_model_len (65536) is greater than the derived max_model_len (max_position_embeddings=32768.0 or model_max_length=None in model's config.json).",
+        ),
+        (
+            vec![],
+            vec![("VLLM_SIM_GPU_FREE_FRACTION", "0.5")],
+            1,
+            "ValueError: Free memory on device cuda:0 (12.0/24.0 GiB) on startup is less than desired GPU memory utilization (0.75, 18.0 GiB).",
+        ),
+        (
+            vec![
+                "--gpu-memory-utilization",
+                "0.95",
+                "--max-model-len",
+                "32768",
+            ],
+            vec![("VLLM_SIM_GPU_MEMORY_GIB", "4")],
+            1,
+            "ValueError: To serve at least one request with the model's max seq len (32768), (0.88 GiB KV cache is needed, which is larger than the available KV cache memory (0.17 GiB). Based on the available memory, the estimated maximum model length is 6544.",
+        ),
+        (
+            vec!["--gpu-memory-utilization", "0.9"],
+            vec![("VLLM_SIM_GPU_MEMORY_GIB", "4")],
+            1,
+            "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
+        ),
+        (
+            vec!["--max-model-len", "abc"],
+            vec![],
+            2,
+            "usage: vllm serve [model_tag] [options]\nvllm serve: error: argument --max-model-len: invalid human_readable_int_or_auto value: 'abc'\n",
+        ),
+        (
+            vec!["--dtype=int8"],
+            vec![],
+            2,
+            "vllm serve: error: argument --dtype: invalid choice: 'int8' (choose from auto, bfloat16, float, float16, float32, half)\n",
+        ),
+    ];
+    for (extra, env, code, needle) in cases {
+        let mut sim = Sim::start(&m, &extra, &env);
+        let (got, out) = sim.finish();
+        assert_eq!(got, code, "{extra:?} {env:?}:\n{out}");
+        assert!(
+            out.contains(needle),
+            "{extra:?} {env:?}: no {needle:?} in:\n{out}"
+        );
+        assert!(!out.contains("Application startup complete."), "{out}");
+    }
+    // The engine's failures end the API server's traceback too.
+    let mut sim = Sim::start(&m, &[], &[("VLLM_SIM_FAIL", "KVCacheTooSmall")]);
+    let (_, out) = sim.finish();
+    assert!(
+        out.contains("ERROR") && out.contains("[core.py:708] EngineCore failed to start."),
+        "{out}"
+    );
+    assert!(
+        out.contains("RuntimeError: Engine core initialization failed. See root cause above."),
+        "{out}"
+    );
+
+    // A model directory that does not exist, and one without config.json.
+    let missing = format!("{m}-missing");
+    for path in [missing.as_str(), "/"] {
+        let mut sim = Sim::start(path, &[], &[]);
+        let (got, out) = sim.finish();
+        assert_eq!(got, 1, "{out}");
+        assert!(
+            out.contains(&format!("ValueError: Invalid repository ID or local directory specified: '{path}'.\nPlease verify the following requirements:\n1. Provide a valid Hugging Face repository ID.")),
+            "{out}"
+        );
+    }
+}
+
+#[test]
+fn engine_dead_after_start_fails_health() {
+    let dir = ModelDir::new("dead");
+    let sim = Sim::start(
+        &dir.path(),
+        &[],
+        &[
+            ("VLLM_SIM_FAIL", "EngineDeadAfterStart"),
+            ("VLLM_SIM_ENGINE_DEAD_AFTER_SECONDS", "0.5"),
+        ],
+    );
+    sim.wait_ready();
+    let start = Instant::now();
+    let mut saw_ok = false;
+    loop {
+        match http(sim.port, "GET", "/health", "").0 {
+            200 => saw_ok = true,
+            503 => break,
+            other => panic!("health {other}"),
+        }
+        assert!(start.elapsed() < DEADLINE, "health never 503");
+    }
+    assert!(saw_ok || sim.output().contains("Application startup complete."));
+    sim.wait_log("EngineDeadError: EngineCore encountered an issue.");
+    assert_eq!(
+        http(sim.port, "POST", "/v1/completions", r#"{"prompt":"x"}"#).0,
+        500
+    );
+}
+
+fn sigterm_with_stream(extra: &[&str]) -> (bool, String, i32, String, Duration) {
+    let dir = ModelDir::new(&format!("term{}", extra.len()));
+    let mut sim = Sim::start(&dir.path(), extra, &[("VLLM_SIM_TOKEN_DELAY_MS", "40")]);
+    sim.wait_ready();
+    let mut s = Stream::open(
+        sim.port,
+        "/v1/completions",
+        r#"{"model":"qwen","prompt":"hi","max_tokens":40,"stream":true}"#,
+    );
+    assert!(s.read_until("data: "), "no first chunk");
+    sim.signal(libc::SIGTERM);
+    let signalled = Instant::now();
+    sim.wait_log("[shutdown] API server: shutdown triggered signal=SIGTERM");
+    let completed = s.read_to_end();
+    let (code, out) = sim.finish();
+    (completed, s.seen, code, out, signalled.elapsed())
+}
+
+#[test]
+fn sigterm_with_shutdown_timeout_drains_in_flight_requests() {
+    let (completed, seen, code, out, _) = sigterm_with_stream(&["--shutdown-timeout", "20"]);
+    assert!(completed, "stream was cut:\n{seen}");
+    assert!(seen.contains("data: [DONE]"), "{seen}");
+    assert!(seen.contains(r#""finish_reason":"length""#), "{seen}");
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("mode=drain timeout=20s"), "{out}");
+    assert!(out.contains("all in-flight requests finished"), "{out}");
+}
+
+#[test]
+fn sigterm_with_shutdown_timeout_closes_the_listener() {
+    let dir = ModelDir::new("listener");
+    let sim = Sim::start(
+        &dir.path(),
+        &["--shutdown-timeout", "20"],
+        &[("VLLM_SIM_TOKEN_DELAY_MS", "100")],
+    );
+    sim.wait_ready();
+    let mut s = Stream::open(
+        sim.port,
+        "/v1/completions",
+        r#"{"model":"qwen","prompt":"hi","max_tokens":100,"stream":true}"#,
+    );
+    assert!(s.read_until("data: "), "no first chunk");
+    sim.signal(libc::SIGTERM);
+    sim.wait_log("mode=drain");
+    // New connections are refused while the in-flight request is still streaming.
+    let start = Instant::now();
+    while TcpStream::connect(("127.0.0.1", sim.port)).is_ok() {
+        assert!(start.elapsed() < DEADLINE, "listener still open");
+    }
+    let m = sim.output();
+    assert!(
+        !m.contains("Finished server process"),
+        "exited before the request finished:\n{m}"
+    );
+}
+
+#[test]
+fn sigterm_without_shutdown_timeout_aborts_in_flight_requests() {
+    let (completed, seen, code, out, took) = sigterm_with_stream(&[]);
+    assert!(!completed, "stream completed:\n{seen}");
+    assert!(!seen.contains("[DONE]"), "{seen}");
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("mode=abort"), "{out}");
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+}
