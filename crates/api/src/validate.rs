@@ -47,9 +47,25 @@ impl fmt::Display for InvalidSpec {
     }
 }
 
+/// A VLLMService that passed [`validate`]: the only input the operator's builders take, so
+/// nothing is built from a spec that breaks a rule.
+#[derive(Debug, Clone, Copy)]
+pub struct Valid<'a>(&'a VLLMService);
+
+impl std::ops::Deref for Valid<'_> {
+    type Target = VLLMService;
+    fn deref(&self) -> &VLLMService {
+        self.0
+    }
+}
+
 /// Checks a whole VLLMService: its name (which names the Service, so must be a DNS-1035
 /// label) and its spec.
-pub fn validate(vllm: &VLLMService) -> Result<(), InvalidSpec> {
+pub fn validate(vllm: &VLLMService) -> Result<Valid<'_>, InvalidSpec> {
+    check(vllm).map(|()| Valid(vllm))
+}
+
+fn check(vllm: &VLLMService) -> Result<(), InvalidSpec> {
     let mut errors = Errors::default();
     match vllm.metadata.name.as_deref() {
         None | Some("") => errors.push("metadata.name", "must be set"),

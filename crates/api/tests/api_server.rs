@@ -467,7 +467,11 @@ async fn what_the_crd_accepts_the_children_accept_and_validate_agrees() {
         let crd = accepted(&api, &object).await;
         let rust = serde_json::from_value::<vllmservice_api::VLLMService>(object.clone())
             .map_err(|e| e.to_string())
-            .and_then(|vllm| vllmservice_api::validate(&vllm).map_err(|e| e.to_string()));
+            .and_then(|vllm| {
+                vllmservice_api::validate(&vllm)
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            });
         match (&crd, &rust) {
             (Ok(()), Ok(())) => allowed += 1,
             (Err(_), Err(_)) => refused += 1,

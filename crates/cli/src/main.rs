@@ -1,12 +1,19 @@
 //! vllmservice-operator: run the controller, print the CRD.
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{
+    net::SocketAddr,
+    sync::{
+        Arc,
+        atomic::{AtomicU8, Ordering},
+    },
+    time::Duration,
+};
 
 use anyhow::Context as _;
 use axum::{Router, extract::State, routing::get};
 use clap::{Parser, Subcommand, ValueEnum};
 use futures::StreamExt as _;
-use vllmservice_controller::{controller, metrics::Metrics};
+use vllmservice_controller::{controller, health::Health, metrics::Metrics};
 
 #[derive(Parser)]
 #[command(version, about = "Kubernetes operator that serves LLMs with vLLM")]
@@ -30,11 +37,18 @@ enum Command {
         #[arg(long, default_value = "default")]
         namespace: String,
     },
-    /// Print the operator's RBAC (ClusterRole and leader-election Role) as YAML.
+    /// Print the operator's RBAC as YAML: the ClusterRole and the leader-election
+    /// Role; with `--watch-namespace NS`, instead every Role, ClusterRole and
+    /// binding for `run --watch-namespace NS` (no cluster-wide rights but
+    /// list/watch of CRDs), to apply in place of deploy/install.yaml's RBAC.
     Rbac {
-        /// The operator's own namespace, where the leader-election Role grants Leases.
+        /// The operator's own namespace, where the leader-election Role grants Leases
+        /// (and where its ServiceAccount is).
         #[arg(long, default_value = vllmservice_controller::rbac::DEFAULT_NAMESPACE)]
         namespace: String,
+        /// Grant the operator's rights in this namespace only (a Role and RoleBinding).
+        #[arg(long)]
+        watch_namespace: Option<String>,
     },
 }
 
@@ -115,8 +129,18 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
             print!("{}", vllmservice_api::crd_yaml());
             Ok(())
         }
-        Command::Rbac { namespace } => {
+        Command::Rbac {
+            namespace,
+            watch_namespace: None,
+        } => {
             print!("{}", rbac_yaml(&namespace)?);
+            Ok(())
+        }
+        Command::Rbac {
+            namespace,
+            watch_namespace: Some(watch),
+        } => {
+            print!("{}", watch_namespace_rbac_yaml(&namespace, &watch)?);
             Ok(())
         }
         Command::Render { file, namespace } => {
@@ -140,6 +164,37 @@ fn rbac_yaml(namespace: &str) -> anyhow::Result<String> {
     ))
 }
 
+/// Every RBAC object of watch-namespace mode, as checked in (for the example
+/// namespaces) at `config/rbac/watch-namespace.yaml`.
+fn watch_namespace_rbac_yaml(namespace: &str, watch: &str) -> anyhow::Result<String> {
+    use vllmservice_controller::rbac;
+    let w = rbac::watch_namespace(namespace, watch);
+    let docs = [
+        serde_saphyr::to_string(&w.crd_role)?,
+        serde_saphyr::to_string(&w.crd_binding)?,
+        serde_saphyr::to_string(&w.role)?,
+        serde_saphyr::to_string(&w.role_binding)?,
+        serde_saphyr::to_string(&w.lease_role)?,
+        serde_saphyr::to_string(&w.lease_binding)?,
+    ];
+    Ok(format!(
+        "# Generated from crates/operator/src/rbac.rs by vllmservice-operator; do not edit.\n\
+         # The RBAC of `vllmservice-operator run --watch-namespace {watch}` with its ServiceAccount\n\
+         # {sa} in namespace {namespace}: the operator's rights in {watch} only, list/watch of\n\
+         # CRDs cluster-wide, Leases in {namespace}. Instead of deploy/install.yaml's cluster-wide RBAC:\n\
+         #   kubectl apply -f deploy/install.yaml\n\
+         #   vllmservice-operator rbac --namespace {namespace} --watch-namespace {watch} | kubectl apply -f -\n\
+         #   kubectl delete clusterrolebinding,clusterrole {cluster_role}\n\
+         #   kubectl -n {namespace} set env deployment/vllmservice-operator VLLM_OPERATOR_NAMESPACE={watch}\n\
+         # (the Helm chart does the same with --set watchNamespace={watch}).\n\
+         # What each rule is for:\n{}{}",
+        rbac::rationale(),
+        docs.join("---\n"),
+        sa = rbac::SERVICE_ACCOUNT_NAME,
+        cluster_role = rbac::CLUSTER_ROLE_NAME,
+    ))
+}
+
 /// The objects for one VLLMService manifest, as a multi-document YAML stream.
 fn render(file: &std::path::Path, namespace: &str) -> anyhow::Result<String> {
     use std::io::Read;
@@ -158,27 +213,27 @@ fn render(file: &std::path::Path, namespace: &str) -> anyhow::Result<String> {
     }
     let mut vs: vllmservice_api::VLLMService = serde_saphyr::from_str(&text)
         .map_err(|e| anyhow::anyhow!("{source} is not a valid VLLMService: {e}"))?;
-    if let Err(invalid) = vllmservice_api::validate(&vs) {
-        let lines: Vec<String> = invalid
-            .errors
-            .iter()
-            .map(|e| format!("  {}: {}", e.field, e.message))
-            .collect();
-        anyhow::bail!("{source} is invalid:\n{}", lines.join("\n"));
-    }
     vs.metadata
         .namespace
         .get_or_insert_with(|| namespace.to_string());
     // The owner reference needs the UID the API server assigns; without one, say so.
     let unknown_uid = vs.metadata.uid.is_none();
     vs.metadata.uid.get_or_insert_with(String::new);
+    let valid = vllmservice_api::validate(&vs).map_err(|invalid| {
+        let lines: Vec<String> = invalid
+            .errors
+            .iter()
+            .map(|e| format!("  {}: {}", e.field, e.message))
+            .collect();
+        anyhow::anyhow!("{source} is invalid:\n{}", lines.join("\n"))
+    })?;
     let mut out = String::new();
     if unknown_uid {
         out.push_str(
             "# ownerReferences[].uid is left empty: the API server assigns the VLLMService's UID.\n",
         );
     }
-    for object in vllmservice_controller::build::all(&vs) {
+    for object in vllmservice_controller::build::objects(&valid) {
         out.push_str("---\n");
         out.push_str(&serde_saphyr::to_string(&object)?);
     }
@@ -207,14 +262,13 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         .with_context(|| format!("binding the metrics address {}", args.metrics_addr))?;
     let addr = listener.local_addr().unwrap_or(args.metrics_addr);
     tracing::info!(%addr, "serving /metrics, /healthz, /readyz");
-    let app = Router::new()
-        .route(
-            "/metrics",
-            get(|State(m): State<Arc<Metrics>>| async move { m.encode() }),
-        )
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(|| async { "ok" }))
-        .with_state(metrics.clone());
+    let health = Health::default();
+    let role = Role::new(if args.leader_election_namespace.is_some() {
+        Role::FOLLOWER
+    } else {
+        Role::SINGLE
+    });
+    let app = health_router(metrics.clone(), health.clone(), role.clone());
     tokio::spawn(async move { axum::serve(listener, app).await });
 
     let opts = controller::Options {
@@ -222,6 +276,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         resync: Duration::from_secs(args.resync_seconds),
         instance: args.instance.clone(),
         namespace: args.watch_namespace.clone(),
+        health,
         ..controller::Options::default()
     };
     let Some(lease_namespace) = args.leader_election_namespace.clone() else {
@@ -231,7 +286,83 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         tracing::info!("controller stopped");
         return Ok(());
     };
-    run_as_leader(client, metrics, opts, &args, lease_namespace).await
+    run_as_leader(client, metrics, opts, &args, lease_namespace, role).await
+}
+
+/// Which part this replica plays, for `/readyz`.
+#[derive(Clone)]
+struct Role(Arc<AtomicU8>);
+
+impl Role {
+    /// No leader election: this replica reconciles.
+    const SINGLE: u8 = 0;
+    /// Waiting for the leader lease: ready (it can take over), not reconciling.
+    const FOLLOWER: u8 = 1;
+    /// Holds the lease and reconciles.
+    const LEADER: u8 = 2;
+
+    fn new(role: u8) -> Role {
+        Role(Arc::new(AtomicU8::new(role)))
+    }
+
+    fn set(&self, role: u8) {
+        self.0.store(role, Ordering::Release);
+    }
+
+    fn get(&self) -> u8 {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// `/metrics`; `/healthz`: 200 "ok" unless the controller loop has stopped
+/// (503); `/readyz`: 200 "ok" once the controller's caches hold their first
+/// complete lists, 200 "ok: follower, …" on a replica waiting for the leader
+/// lease, 503 with the reason otherwise.
+fn health_router(metrics: Arc<Metrics>, health: Health, role: Role) -> Router {
+    use axum::http::StatusCode;
+    let healthz = {
+        let health = health.clone();
+        move || async move {
+            if health.stopped() {
+                (StatusCode::SERVICE_UNAVAILABLE, "controller loop stopped\n")
+            } else {
+                (StatusCode::OK, "ok\n")
+            }
+        }
+    };
+    let readyz = move || async move {
+        if health.stopped() {
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "not ready: the controller loop stopped\n",
+            )
+        } else if role.get() == Role::FOLLOWER {
+            (
+                StatusCode::OK,
+                "ok: follower, waiting for the leader lease\n",
+            )
+        } else if !health.running() {
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "not ready: the controller is starting\n",
+            )
+        } else if !health.caches_synced() {
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "not ready: the controller's caches are not synced yet (waiting for the first list of every watched resource)\n",
+            )
+        } else {
+            (StatusCode::OK, "ok\n")
+        }
+    };
+    Router::new()
+        .route(
+            "/metrics",
+            get(|State(m): State<Arc<Metrics>>| async move { m.encode() }),
+        )
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(metrics)
 }
 
 /// Waits for the leader Lease, then reconciles while holding it. Losing the
@@ -244,6 +375,7 @@ async fn run_as_leader(
     opts: controller::Options,
     args: &RunArgs,
     namespace: String,
+    role: Role,
 ) -> anyhow::Result<()> {
     let identity = args
         .instance
@@ -300,6 +432,7 @@ async fn run_as_leader(
         }
         tracing::info!(identity, "became the leader; controller starting");
         metrics.leader.set(1);
+        role.set(Role::LEADER);
         let controller = controller::run(
             client.clone(),
             metrics.clone(),
@@ -320,6 +453,7 @@ async fn run_as_leader(
         }
     };
     metrics.leader.set(0);
+    role.set(Role::FOLLOWER);
     // Closing the channel makes the lease task release the lease and end.
     drop(leading);
     match lease_task.await {
@@ -352,6 +486,10 @@ fn lease_released(
         .default_backoff()
         .applied_objects()
         .filter_map(|lease| {
+            if let Err(e) = &lease {
+                // E.g. a missing RBAC verb: the takeover then waits for the lease to expire.
+                tracing::warn!(error = %e, "watching the leader Lease failed; retrying");
+            }
             let free = lease.ok().is_some_and(|l| {
                 l.spec
                     .and_then(|s| s.holder_identity)
@@ -373,5 +511,105 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = term.recv() => {},
         _ = tokio::signal::ctrl_c() => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `GET path` on `addr`: (status code, body).
+    async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+        let path = path.to_string();
+        tokio::task::spawn_blocking(move || {
+            use std::io::{Read, Write};
+            let mut stream = std::net::TcpStream::connect(addr).unwrap();
+            let request =
+                format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+            stream.write_all(request.as_bytes()).unwrap();
+            let mut response = String::new();
+            stream.read_to_string(&mut response).unwrap();
+            let (head, body) = response.split_once("\r\n\r\n").unwrap();
+            let code = head.split(' ').nth(1).unwrap().parse().unwrap();
+            (code, body.to_string())
+        })
+        .await
+        .unwrap()
+    }
+
+    async fn serve(health: Health, role: Role) -> SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let app = health_router(Arc::new(Metrics::default()), health, role);
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        addr
+    }
+
+    /// Waits (at most 10 s) until `check` holds.
+    async fn until(what: &str, check: impl Fn() -> bool) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !check() {
+            assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// A controller that cannot reach its API server runs but never syncs:
+    /// not ready (503) yet healthy; once its loop has stopped, /healthz fails.
+    #[tokio::test]
+    async fn readyz_waits_for_the_caches_and_healthz_fails_once_the_loop_stops() {
+        // Nothing listens on port 1: every request fails to connect.
+        let config = kube::Config::new("https://127.0.0.1:1".parse().unwrap());
+        let client = kube::Client::try_from(config).unwrap();
+        let health = Health::default();
+        let addr = serve(health.clone(), Role::new(Role::SINGLE)).await;
+        assert_eq!(
+            get(addr, "/readyz").await.0,
+            503,
+            "before the controller starts"
+        );
+
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let opts = controller::Options {
+            namespace: Some("none".into()),
+            health: health.clone(),
+            ..controller::Options::default()
+        };
+        let task = tokio::spawn(controller::run(
+            client,
+            Arc::new(Metrics::default()),
+            opts,
+            async {
+                let _ = stopped.await;
+            },
+        ));
+        until("the controller runs", || health.running()).await;
+        let (code, body) = get(addr, "/readyz").await;
+        assert_eq!(code, 503, "{body}");
+        assert!(body.contains("not synced"), "{body}");
+        assert_eq!(get(addr, "/healthz").await, (200, "ok\n".to_string()));
+
+        stop.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .expect("the controller stops")
+            .unwrap();
+        let (code, body) = get(addr, "/healthz").await;
+        assert_eq!(code, 503, "{body}");
+        assert!(body.contains("stopped"), "{body}");
+        assert_eq!(get(addr, "/readyz").await.0, 503);
+    }
+
+    #[tokio::test]
+    async fn a_follower_is_ready_and_says_so() {
+        let role = Role::new(Role::FOLLOWER);
+        let addr = serve(Health::default(), role.clone()).await;
+        let (code, body) = get(addr, "/readyz").await;
+        assert_eq!(code, 200);
+        assert!(body.starts_with("ok: follower"), "{body}");
+        assert_eq!(get(addr, "/healthz").await.0, 200);
+        // Once it leads, it is ready only when its caches are synced.
+        role.set(Role::LEADER);
+        assert_eq!(get(addr, "/readyz").await.0, 503);
     }
 }

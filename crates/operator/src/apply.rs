@@ -1,20 +1,38 @@
-//! Writing children: server-side apply with one field manager, after an
-//! ownership check, and only when something differs from what is live.
+//! The apply step: write each child that differs from what should exist,
+//! after an ownership check; delete the optional children no longer wanted.
 //!
 //! "Differs" means either the desired object changed since we last applied it
 //! (an annotation carries a hash of what we applied, so removed fields are
 //! noticed) or someone edited a field we set (the desired object is no longer
 //! a subset of the live one). Fields other parties added are not our business.
+//!
+//! Never a takeover: an absent child is created with a create (POST), so if
+//! someone else created it meanwhile the create fails with AlreadyExists and
+//! their object is left alone; every update carries the resourceVersion it
+//! was decided on, so a stale decision fails with 409 and is made again.
 
 use std::fmt::Debug;
 
+use gateway_api::apis::standard::httproutes::HttpRoute;
+use k8s_openapi::api::{apps::v1::Deployment, core::v1::Service};
 use kube::{
     Api, Resource, ResourceExt,
-    api::{DeleteParams, Patch, PatchParams, Preconditions},
+    api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions},
 };
 use serde::{Serialize, de::DeserializeOwned};
-use serde_json::Value;
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+use vllmservice_api::VLLMService;
+
+use crate::{
+    build::{Desired, Want},
+    context::Context,
+    error::Result,
+    events,
+    prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor},
+    route::Resolution,
+    seen::Seen,
+};
 
 /// The one field manager every write of this operator uses.
 pub const FIELD_MANAGER: &str = "vllmservice-operator";
@@ -40,6 +58,112 @@ pub enum Deleted {
     Foreign,
 }
 
+/// What the apply step left of one child.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome<K> {
+    /// Ours, as it is now (created, updated or unchanged).
+    Live(K),
+    /// A same-named object someone else controls; not touched.
+    Foreign,
+    /// Not wanted, and none of ours exists (any more).
+    Absent,
+    /// Its API is not installed.
+    Untouched,
+}
+
+impl<K> Outcome<K> {
+    pub fn live(&self) -> Option<&K> {
+        match self {
+            Outcome::Live(k) => Some(k),
+            _ => None,
+        }
+    }
+
+    pub fn is_foreign(&self) -> bool {
+        matches!(self, Outcome::Foreign)
+    }
+}
+
+/// What the apply step did to every child.
+#[derive(Debug, Clone)]
+pub struct Done {
+    /// Where `spec.gatewayRef` led (decided by the build step).
+    pub resolution: Resolution,
+    pub deployment: Outcome<Deployment>,
+    pub service: Outcome<Service>,
+    pub route: Outcome<HttpRoute>,
+    pub monitor: Outcome<ServiceMonitor>,
+    pub rule: Outcome<PrometheusRule>,
+}
+
+/// Writes every child of `vs` that differs from `want`, deletes the optional
+/// children no longer wanted, and announces each write as an event.
+pub async fn converge(ctx: &Context, vs: &VLLMService, want: Desired, seen: &Seen) -> Result<Done> {
+    Ok(Done {
+        resolution: want.resolution,
+        deployment: child(
+            ctx,
+            vs,
+            Want::Present(want.deployment),
+            seen.deployment.clone(),
+        )
+        .await?,
+        service: child(ctx, vs, Want::Present(want.service), seen.service.clone()).await?,
+        route: child(ctx, vs, want.route, seen.route.clone()).await?,
+        monitor: child(ctx, vs, want.monitor, seen.monitor.clone()).await?,
+        rule: child(ctx, vs, want.rule, seen.rule.clone()).await?,
+    })
+}
+
+/// Brings one child to `want`, starting from the cached copy `seen`.
+async fn child<K>(
+    ctx: &Context,
+    vs: &VLLMService,
+    want: Want<K>,
+    seen: Option<K>,
+) -> Result<Outcome<K>>
+where
+    K: Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Serialize
+        + DeserializeOwned
+        + Clone
+        + Debug
+        + 'static,
+{
+    let ns = vs.namespace().unwrap_or_default();
+    let uid = vs.uid().unwrap_or_default();
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
+    match want {
+        Want::Untouched => Ok(Outcome::Untouched),
+        Want::Present(desired) => {
+            let name = desired.name_any();
+            let (applied, live) = apply_owned(&api, seen, &desired, &uid).await?;
+            match applied {
+                Applied::Created => {
+                    events::child_written::<K>(ctx, vs, &name, "Created", "created").await
+                }
+                Applied::Updated => {
+                    events::child_written::<K>(ctx, vs, &name, "Updated", "updated").await
+                }
+                Applied::Unchanged | Applied::Foreign => {}
+            }
+            Ok(live.map_or(Outcome::Foreign, Outcome::Live))
+        }
+        Want::Absent => {
+            let name = seen.as_ref().map(|s| s.name_any());
+            match delete_owned(&api, seen, &uid).await? {
+                Deleted::Deleted => {
+                    let name = name.unwrap_or_default();
+                    events::child_written::<K>(ctx, vs, &name, "Deleted", "deleted").await;
+                    Ok(Outcome::Absent)
+                }
+                Deleted::Absent => Ok(Outcome::Absent),
+                Deleted::Foreign => Ok(Outcome::Foreign),
+            }
+        }
+    }
+}
+
 /// True when `obj` has a controller owner reference to the object with `owner_uid`.
 pub fn is_controlled_by<K: Resource>(obj: &K, owner_uid: &str) -> bool {
     obj.owner_references()
@@ -47,14 +171,25 @@ pub fn is_controlled_by<K: Resource>(obj: &K, owner_uid: &str) -> bool {
         .any(|r| r.controller == Some(true) && r.uid == owner_uid)
 }
 
-/// Applies `desired` unless it is already live; never touches a foreign object.
+/// How often one apply decides again after the API server said its view was stale.
+const ATTEMPTS: usize = 4;
+
+/// Makes `desired` live unless it already is; never touches a foreign object.
 /// Returns what it did and, unless the object is foreign, the live object.
 ///
-/// `cached` is the object as the controller's watch last saw it. The cache can
-/// lag behind the API server, so: an object the cache does not have is read
-/// before it is created (a foreign object without our labels is never in the
-/// cache), and an update of a cached object carries its `resourceVersion`, so a
-/// stale copy makes the API server answer 409 and the object is read again.
+/// `cached` is the object as the controller's watch last saw it (None: absent).
+/// The cache can lag behind the API server: a create of an object that exists
+/// fails with AlreadyExists, and the object is then read to see whose it is; an
+/// update carries the cached `resourceVersion`, so a stale copy is refused
+/// with 409 and the object is read again.
+/// The dynamic type of a statically typed kind.
+fn desired_type<K: Resource>() -> K::DynamicType
+where
+    K::DynamicType: Default,
+{
+    K::DynamicType::default()
+}
+
 pub async fn apply_owned<K>(
     api: &Api<K>,
     cached: Option<K>,
@@ -63,78 +198,169 @@ pub async fn apply_owned<K>(
 ) -> kube::Result<(Applied, Option<K>)>
 where
     K: Resource + Serialize + DeserializeOwned + Clone + Debug,
+    K::DynamicType: Default,
 {
     let name = desired.name_any();
     let desired = stamped(desired);
-    let mut from_cache = cached.is_some();
-    let mut live = match cached {
-        Some(c) => Some(c),
-        None => api.get_opt(&name).await?,
-    };
-    loop {
-        let outcome = match &live {
-            Some(live) if !is_controlled_by(live, owner_uid) => {
-                return Ok((Applied::Foreign, None));
+    let mut live = cached;
+    for _ in 0..ATTEMPTS {
+        let Some(current) = live.take() else {
+            let object: K = serde_json::from_value(desired.clone())
+                .expect("the desired object deserializes as its own kind");
+            let params = PostParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..PostParams::default()
+            };
+            match api.create(&params, &object).await {
+                Ok(created) => return Ok((Applied::Created, Some(created))),
+                Err(kube::Error::Api(e)) if e.code == 409 => {
+                    // Someone (maybe this operator, before the cache saw it) created it.
+                    live = api.get_opt(&name).await?;
+                    continue;
+                }
+                Err(e) => return Err(e),
             }
-            Some(live) if up_to_date(&desired, live) => {
-                return Ok((Applied::Unchanged, Some(live.clone())));
+        };
+        if !is_controlled_by(&current, owner_uid) {
+            return Ok((Applied::Foreign, None));
+        }
+        if up_to_date(&desired, &current) {
+            return Ok((Applied::Unchanged, Some(current)));
+        }
+        let resource_version = match own_fields_as_applied(api, &current).await? {
+            Some(rv) => rv,
+            None => {
+                live = api.get_opt(&name).await?;
+                continue;
             }
-            Some(_) => Applied::Updated,
-            None => Applied::Created,
         };
         let mut body = desired.clone();
-        if let (true, Some(live)) = (from_cache, &live) {
-            body["metadata"]["resourceVersion"] = live.resource_version().into();
-        }
-        let applied = api
-            .patch(
-                &name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&body),
-            )
-            .await;
-        match (applied, live) {
-            (Ok(object), _) => return Ok((outcome, Some(object))),
-            // The cached copy was stale: decide again on the object as it is now.
-            (Err(kube::Error::Api(e)), _) if e.code == 409 && from_cache => {
-                from_cache = false;
-                live = api.get_opt(&name).await?;
-            }
-            // A hand edit can leave list entries owned by another manager next to ours
-            // (e.g. a second Service port named "http"), which apply cannot remove and
-            // the API server refuses. Replace the object with what we want, keeping the
-            // labels and annotations others added.
-            (Err(kube::Error::Api(e)), Some(live)) if e.code == 422 => {
-                let replacement = replacement(&desired, &live);
-                let params = kube::api::PostParams {
+        body["metadata"]["resourceVersion"] = resource_version.clone().into();
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        match api.patch(&name, &params, &Patch::Apply(&body)).await {
+            Ok(object) => return Ok((Applied::Updated, Some(object))),
+            // The copy the decision was made on was stale: decide again on the object as it is.
+            Err(kube::Error::Api(e)) if e.code == 409 => live = api.get_opt(&name).await?,
+            Err(kube::Error::Api(e)) if is_duplicate_entry(&e) => {
+                let replacement = replacement(&desired, &current, resource_version);
+                let params = PostParams {
                     field_manager: Some(FIELD_MANAGER.into()),
-                    ..Default::default()
+                    ..PostParams::default()
                 };
-                let replaced = api.replace(&name, &params, &replacement).await?;
-                return Ok((Applied::Updated, Some(replaced)));
+                match api.replace(&name, &params, &replacement).await {
+                    Ok(object) => return Ok((Applied::Updated, Some(object))),
+                    Err(kube::Error::Api(e)) if e.code == 409 => live = api.get_opt(&name).await?,
+                    Err(e) => return Err(e),
+                }
             }
-            (Err(e), _) => return Err(e),
+            Err(e) => return Err(e),
         }
+    }
+    let kind = K::kind(&desired_type::<K>()).to_string();
+    let message = format!(
+        "{kind} {name} changed under the operator {ATTEMPTS} times in a row; retrying later"
+    );
+    Err(kube::Error::Api(
+        kube::core::Status::failure(&message, "Conflict")
+            .with_code(409)
+            .boxed(),
+    ))
+}
+
+/// The one refusal that replacing the object fixes: a hand edit (by another
+/// field manager) added a list entry next to ours with the same key, e.g. a
+/// second Service port named "http" (`spec.ports[1].name: Duplicate value:
+/// "http"`). Apply merges lists by key and cannot remove the other manager's
+/// entry, so every apply is refused; a replace with our list is accepted.
+/// Every other 422 is the spec's problem and is reported, not worked around.
+fn is_duplicate_entry(e: &kube::core::Status) -> bool {
+    e.code == 422 && e.message.contains("Duplicate value")
+}
+
+/// Our entries in `live`'s managedFields made by a create or a replace (as
+/// operation Update) would keep owning fields that a later apply leaves out,
+/// so those fields would never be removed. Before the first apply they become
+/// (part of) our apply entry. Returns the resourceVersion to apply on, or None
+/// when `live` was stale (read it again).
+async fn own_fields_as_applied<K>(api: &Api<K>, live: &K) -> kube::Result<Option<String>>
+where
+    K: Resource + Serialize + DeserializeOwned + Clone + Debug,
+{
+    let rv = live.resource_version().unwrap_or_default();
+    let entries = live.meta().managed_fields.as_deref().unwrap_or_default();
+    let ours = |op: &str| {
+        entries.iter().position(|m| {
+            m.manager.as_deref() == Some(FIELD_MANAGER) && m.operation.as_deref() == Some(op)
+        })
+    };
+    let Some(i) = ours("Update") else {
+        return Ok(Some(rv));
+    };
+    let path = format!("/metadata/managedFields/{i}");
+    let change = match ours("Apply") {
+        Some(_) => json!({"op": "remove", "path": path}),
+        None => json!({"op": "replace", "path": format!("{path}/operation"), "value": "Apply"}),
+    };
+    let patch: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "test", "path": "/metadata/resourceVersion", "value": rv},
+        {"op": "test", "path": format!("{path}/manager"), "value": FIELD_MANAGER},
+        {"op": "test", "path": format!("{path}/operation"), "value": "Update"},
+        change,
+    ]))
+    .expect("a valid JSON patch");
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PatchParams::default()
+    };
+    match api
+        .patch(&live.name_any(), &params, &Patch::<()>::Json(patch))
+        .await
+    {
+        Ok(patched) => Ok(Some(patched.resource_version().unwrap_or_default())),
+        // A failed test (the object changed) or a conflict: read it again.
+        Err(kube::Error::Api(e)) if e.code == 409 || e.code == 422 => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
-/// `desired` as a full object replacing `live`: its resourceVersion, and the
-/// labels and annotations of `live` that `desired` does not set.
-fn replacement<K: Resource + Serialize + DeserializeOwned>(desired: &Value, live: &K) -> K {
-    let mut replacement = desired.clone();
-    let meta = &mut replacement["metadata"];
-    meta["resourceVersion"] = live.resource_version().into();
-    for key in ["labels", "annotations"] {
-        let mut merged = serde_json::to_value(live.meta())
-            .ok()
-            .and_then(|m| m.get(key).cloned())
-            .unwrap_or_else(|| Value::Object(Default::default()));
-        if let (Value::Object(m), Some(Value::Object(ours))) = (&mut merged, meta.get(key)) {
-            m.extend(ours.clone());
-        }
-        meta[key] = merged;
+/// `desired` as a full object replacing `live` (at `resource_version`):
+/// everything of `live` that `desired` does not set is kept — labels,
+/// annotations (e.g. `kubectl rollout restart`'s on the pod template) and
+/// fields of other managers — and `desired` wins where both set a field; a
+/// list is taken whole from `desired`, which is what removes the duplicate.
+fn replacement<K: Resource + Serialize + DeserializeOwned>(
+    desired: &Value,
+    live: &K,
+    resource_version: String,
+) -> K {
+    let mut merged = serde_json::to_value(live).expect("Kubernetes objects serialize to JSON");
+    overlay(&mut merged, desired);
+    let meta = &mut merged["metadata"];
+    meta["resourceVersion"] = resource_version.into();
+    if let Value::Object(m) = meta {
+        m.remove("managedFields");
     }
-    serde_json::from_value(replacement).expect("the desired object deserializes as its own kind")
+    if let Value::Object(o) = &mut merged {
+        o.remove("status");
+    }
+    serde_json::from_value(merged).expect("the merged object deserializes as its own kind")
+}
+
+/// Sets every field of `top` in `base`, merging objects key by key.
+fn overlay(base: &mut Value, top: &Value) {
+    match (base, top) {
+        (Value::Object(b), Value::Object(t)) => {
+            for (k, tv) in t {
+                match b.get_mut(k) {
+                    Some(bv) if bv.is_object() && tv.is_object() => overlay(bv, tv),
+                    _ => {
+                        b.insert(k.clone(), tv.clone());
+                    }
+                }
+            }
+        }
+        (b, t) => *b = t.clone(),
+    }
 }
 
 /// Deletes the child `cached` (as the controller's watch last saw it) if this
@@ -212,8 +438,7 @@ pub fn is_subset(desired: &Value, live: &Value, key: &str) -> bool {
             d.len() == l.len() && d.iter().zip(l).all(|(dv, lv)| is_subset(dv, lv, key))
         }
         (Value::String(d), Value::String(l)) if d != l => {
-            matches!(key, QUANTITY | "sizeLimit")
-                && quantity_value(d).is_some_and(|a| Some(a) == quantity_value(l))
+            matches!(key, QUANTITY | "sizeLimit") && same_quantity(d, l)
         }
         (d, Value::Null) => is_zero(d),
         (d, l) => d == l,
@@ -234,34 +459,13 @@ fn is_zero(v: &Value) -> bool {
 /// The key under which [`is_subset`] compares entries of resource lists.
 const QUANTITY: &str = "\0quantity";
 
-/// The value of a Kubernetes quantity string ("500m", "16Gi", "1e3"), if it is one.
-fn quantity_value(s: &str) -> Option<f64> {
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
-        .unwrap_or(s.len());
-    let (num, suffix) = s.split_at(split);
-    let n: f64 = num.parse().ok()?;
-    let mult = match suffix {
-        "" => 1.0,
-        "n" => 1e-9,
-        "u" => 1e-6,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024.0,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        e if e.starts_with(['e', 'E']) => 10f64.powi(e[1..].parse().ok()?),
-        _ => return None,
-    };
-    Some(n * mult)
+/// True when `a` and `b` are quantities of the same value ("500m" = "0.5").
+fn same_quantity(a: &str, b: &str) -> bool {
+    use vllmservice_api::quantity::ParsedQuantity;
+    match (ParsedQuantity::parse(a), ParsedQuantity::parse(b)) {
+        (Some(a), Some(b)) => a.compare(&b) == std::cmp::Ordering::Equal,
+        _ => false,
+    }
 }
 
 #[cfg(test)]

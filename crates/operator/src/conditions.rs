@@ -7,6 +7,8 @@ use k8s_openapi::{
     jiff::Timestamp,
 };
 
+use crate::text::{MAX_CONDITION_MESSAGE_BYTES, truncate};
+
 /// A condition's value before it is stamped with time and generation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cond {
@@ -29,6 +31,24 @@ impl Status {
             Status::True => "True",
             Status::False => "False",
             Status::Unknown => "Unknown",
+        }
+    }
+}
+
+/// The state of an optional feature (HTTPRoute, ServiceMonitor): its condition, ready to use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Feature {
+    pub status: Status,
+    pub reason: String,
+    pub message: String,
+}
+
+impl Feature {
+    pub fn ready(reason: &str, message: &str) -> Self {
+        Feature {
+            status: Status::True,
+            reason: reason.into(),
+            message: message.into(),
         }
     }
 }
@@ -75,7 +95,7 @@ pub fn merge(
                 type_: c.type_.to_string(),
                 status: c.status.as_str().to_string(),
                 reason: c.reason.clone(),
-                message: truncate(&c.message, 32 * 1024),
+                message: truncate(&c.message, MAX_CONDITION_MESSAGE_BYTES).into_owned(),
                 observed_generation: Some(generation),
                 last_transition_time,
             }
@@ -88,18 +108,6 @@ pub fn merge(
             .cloned(),
     );
     out
-}
-
-/// The API server caps condition messages at 32768 bytes.
-fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max - 3;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &s[..end])
 }
 
 #[cfg(test)]
@@ -157,12 +165,5 @@ mod tests {
         );
         let types: Vec<_> = next.iter().map(|c| c.type_.as_str()).collect();
         assert_eq!(types, ["Available", "RouteReady"]);
-    }
-
-    #[test]
-    fn long_messages_are_cut_on_a_char_boundary() {
-        let s = "é".repeat(20_000);
-        let cut = truncate(&s, 32 * 1024);
-        assert!(cut.len() <= 32 * 1024 && cut.ends_with("..."));
     }
 }

@@ -1,10 +1,10 @@
-//! The controller runtime around the reconcile pipeline: what is watched, how
-//! events map to VLLMServices, concurrency, and the per-object retry policy.
+//! The controller runtime around the reconcile pipeline: what is watched and
+//! cached, how events map to VLLMServices, when reconciles may start,
+//! concurrency, and the per-object retry policy.
 
 use std::{
-    collections::HashMap,
     sync::{
-        Arc, Mutex,
+        Arc,
         atomic::{AtomicBool, Ordering},
     },
     time::{Duration, Instant},
@@ -23,7 +23,7 @@ use kube::{
     runtime::{
         Controller, WatchStreamExt,
         controller::{self, Action},
-        events::{EventType, Recorder, Reporter},
+        events::{EventType, Reporter},
         predicates,
         reflector::{self, ObjectRef, Store},
         watcher::{self, watcher},
@@ -31,10 +31,20 @@ use kube::{
 };
 use serde::de::DeserializeOwned;
 use tracing::Instrument;
-use vllmservice_api::{VLLMService, VLLMServiceStatus};
+use vllmservice_api::VLLMService;
 
 use crate::prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor};
-use crate::{error::Error, metrics::Metrics, names, optional::Apis, reconcile, route::Target};
+use crate::{
+    context::{Cache, CacheFill, Caches, Context, PodIndex, backoff},
+    error::Error,
+    events,
+    health::Health,
+    metrics::Metrics,
+    names,
+    optional::Apis,
+    reconcile,
+    route::Target,
+};
 
 /// Options of the controller loop.
 #[derive(Debug, Clone)]
@@ -49,6 +59,8 @@ pub struct Options {
     pub instance: Option<String>,
     /// Watch only this namespace (default: all namespaces).
     pub namespace: Option<String>,
+    /// Where the controller reports cache sync and loop state (for `/readyz`, `/healthz`).
+    pub health: Health,
 }
 
 impl Default for Options {
@@ -59,219 +71,27 @@ impl Default for Options {
             reporter: names::MANAGED_BY_VALUE.to_string(),
             instance: None,
             namespace: None,
+            health: Health::default(),
         }
     }
-}
-
-/// What every reconcile shares.
-pub struct Context {
-    pub client: Client,
-    /// The optional APIs installed when this controller's watches were set up.
-    pub apis: Apis,
-    /// The controller's cache of VLLMServices.
-    pub services: Store<DeserializeGuard<VLLMService>>,
-    /// The controller's caches of children and of the objects they depend on.
-    pub caches: Caches,
-    pub metrics: Arc<Metrics>,
-    pub recorder: Recorder,
-    pub resync: Duration,
-    /// Consecutive failures per object, for exponential backoff.
-    failures: Mutex<HashMap<ObjectRef<DeserializeGuard<VLLMService>>, u32>>,
-    /// The last status this operator wrote per VLLMService, until the watch shows it.
-    written: Mutex<HashMap<ObjectRef<DeserializeGuard<VLLMService>>, Written>>,
-}
-
-/// A status write the cache may not have seen yet.
-struct Written {
-    uid: String,
-    /// The resourceVersion of the copy the write was based on.
-    based_on: Option<String>,
-    status: VLLMServiceStatus,
-}
-
-/// The controller's caches, filled by its watches (see [`run_watches`]). Children
-/// are label-selected (`app.kubernetes.io/managed-by`), Pods keep only metadata
-/// and status, PVCs only metadata and status; `managedFields` are dropped from all.
-#[derive(Clone)]
-pub struct Caches {
-    pub deployments: Cache<Deployment>,
-    pub services: Cache<Service>,
-    pub pods: Cache<Pod>,
-    pub pvcs: Cache<PersistentVolumeClaim>,
-    /// Present when the Gateway API is installed.
-    pub routes: Option<Cache<HttpRoute>>,
-    pub gateways: Option<Cache<Gateway>>,
-    /// Present when the Prometheus Operator's CRDs are installed.
-    pub monitors: Option<Cache<ServiceMonitor>>,
-    pub rules: Option<Cache<PrometheusRule>>,
-    started: Instant,
-}
-
-/// How long reconciles wait, after the watches start, for every cache's first list.
-const CACHE_FILL_WAIT: Duration = Duration::from_secs(5);
-
-impl Caches {
-    fn all_ready(&self) -> bool {
-        fn ready<K>(c: &Option<Cache<K>>) -> bool
-        where
-            K: Resource + Clone + 'static,
-            K::DynamicType: Eq + std::hash::Hash + Clone,
-        {
-            c.as_ref().is_none_or(Cache::is_ready)
-        }
-        self.deployments.is_ready()
-            && self.services.is_ready()
-            && self.pods.is_ready()
-            && self.pvcs.is_ready()
-            && ready(&self.routes)
-            && ready(&self.gateways)
-            && ready(&self.monitors)
-            && ready(&self.rules)
-    }
-
-    /// Right after the watches start, waits (at most [`CACHE_FILL_WAIT`]) until
-    /// every cache holds its first complete list, so that a restart does not
-    /// report, say, a PVC as missing because its cache is still empty. A cache
-    /// that cannot be filled (its watch fails, e.g. a missing RBAC rule) is not
-    /// waited for: reads of its kind go to the API server, which reports the error.
-    pub async fn settle(&self) {
-        while !self.all_ready() && self.started.elapsed() < CACHE_FILL_WAIT {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
-/// One watch cache: the store, and whether it holds a complete list yet.
-/// (Tracked here rather than with `Store::wait_until_ready`, which in
-/// kube-runtime 4.2 wakes only the last of several concurrent waiters.)
-#[derive(Clone)]
-pub struct Cache<K>
-where
-    K: Resource + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    pub store: Store<K>,
-    ready: Arc<AtomicBool>,
-}
-
-impl<K> Cache<K>
-where
-    K: Resource + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Acquire)
-    }
-
-    /// The store, once it holds a complete list; `None` until then (read from the API server).
-    pub fn store(&self) -> Option<&Store<K>> {
-        self.is_ready().then_some(&self.store)
-    }
-}
-
-/// The object `name` in `namespace` from `store`.
-pub fn cached<K>(store: &Store<K>, namespace: &str, name: &str) -> Option<K>
-where
-    K: Resource<DynamicType = ()> + Clone + 'static,
-{
-    store
-        .get(&ObjectRef::new(name).within(namespace))
-        .map(|o| (*o).clone())
-}
-
-impl Context {
-    pub fn new(
-        client: Client,
-        metrics: Arc<Metrics>,
-        opts: &Options,
-        apis: Apis,
-        services: Store<DeserializeGuard<VLLMService>>,
-        caches: Caches,
-    ) -> Self {
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: opts.reporter.clone(),
-                instance: opts.instance.clone(),
-            },
-        );
-        Context {
-            client,
-            apis,
-            services,
-            caches,
-            metrics,
-            recorder,
-            resync: opts.resync,
-            failures: Mutex::default(),
-            written: Mutex::default(),
-        }
-    }
-
-    /// `vs` with the status it has now: the cached copy, unless this operator has
-    /// written a status the cache does not show yet (the watch event of its own
-    /// write can arrive after the next reconcile started). Comparing with the stale
-    /// copy would write the same status again and repeat its events.
-    pub fn latest<'a>(&self, vs: &'a VLLMService) -> std::borrow::Cow<'a, VLLMService> {
-        let key = ObjectRef::new(&vs.name_any()).within(&vs.namespace().unwrap_or_default());
-        let mut written = self.written.lock().expect("written lock");
-        match written.get(&key) {
-            Some(w)
-                if Some(&w.uid) == vs.metadata.uid.as_ref()
-                    && w.based_on == vs.metadata.resource_version =>
-            {
-                let mut latest = vs.clone();
-                latest.status = Some(w.status.clone());
-                std::borrow::Cow::Owned(latest)
-            }
-            Some(_) => {
-                // The cache has caught up (or the object was replaced).
-                written.remove(&key);
-                std::borrow::Cow::Borrowed(vs)
-            }
-            None => std::borrow::Cow::Borrowed(vs),
-        }
-    }
-
-    /// Remembers a status written for `vs` (the copy the write was based on).
-    pub fn wrote_status(&self, vs: &VLLMService, status: &VLLMServiceStatus) {
-        let key = ObjectRef::new(&vs.name_any()).within(&vs.namespace().unwrap_or_default());
-        let mut written = self.written.lock().expect("written lock");
-        // Entries of deleted objects are dropped now and then.
-        if written.len() > 2 * self.services.state().len() + 64 {
-            written.retain(|k, _| self.services.get(k).is_some());
-        }
-        written.insert(
-            key,
-            Written {
-                uid: vs.metadata.uid.clone().unwrap_or_default(),
-                based_on: vs.metadata.resource_version.clone(),
-                status: status.clone(),
-            },
-        );
-    }
-
-    fn failed(&self, obj: ObjectRef<DeserializeGuard<VLLMService>>) -> u32 {
-        let mut f = self.failures.lock().expect("failures lock");
-        let n = f.entry(obj).or_default();
-        *n = n.saturating_add(1);
-        *n
-    }
-
-    fn succeeded(&self, obj: &ObjectRef<DeserializeGuard<VLLMService>>) {
-        self.failures.lock().expect("failures lock").remove(obj);
-    }
-}
-
-/// Exponential backoff: 1s, 2s, 4s ... capped at 256s.
-pub fn backoff(failures: u32) -> Duration {
-    Duration::from_secs(1u64 << failures.saturating_sub(1).min(8)).min(Duration::from_secs(300))
 }
 
 /// Runs the controller until `shutdown` completes. When an optional API (Gateway
 /// API, Prometheus Operator) is installed or removed, the watches are rebuilt
 /// and every VLLMService is reconciled again; no restart of the process is needed.
 pub async fn run(
+    client: Client,
+    metrics: Arc<Metrics>,
+    opts: Options,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let health = opts.health.clone();
+    health.set_running(true);
+    run_until_stopped(client, metrics, opts, shutdown).await;
+    health.set_running(false);
+}
+
+async fn run_until_stopped(
     client: Client,
     metrics: Arc<Metrics>,
     opts: Options,
@@ -390,12 +210,17 @@ fn watch_backoff() -> kube::runtime::watcher::ExponentialBackoff {
         .into()
 }
 
-/// A watch whose objects are kept in a cache, slimmed by `slim` and without
-/// `managedFields`; the stream yields every changed object.
+/// A watch whose objects are kept in a cache, slimmed by `slim`, with
+/// `managedFields` reduced to who manages the object (the apply step needs
+/// no more). The watch runs in its own task, so the cache fills before the
+/// controller starts; `on_event` sees every event first. The stream yields
+/// every changed object, for the controller.
 fn cached_watch<K>(
     api: Api<K>,
     config: watcher::Config,
     slim: fn(&mut K),
+    on_event: impl Fn(&Result<watcher::Event<K>, watcher::Error>) + Send + 'static,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
 ) -> (
     Cache<K>,
     impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
@@ -410,25 +235,47 @@ where
         + 'static,
 {
     let (store, writer) = reflector::store();
-    let ready = Arc::new(AtomicBool::new(false));
-    let filled = ready.clone();
+    let (cache, fill): (Cache<K>, CacheFill) = Cache::new(store);
+    // Unbounded: the watch must never wait for the controller, or the cache
+    // would not fill before the controller starts.
+    let (tx, rx) = futures::channel::mpsc::unbounded();
     let stream = watcher(api, config)
         .backoff(watch_backoff())
         .modify(move |obj: &mut K| {
-            obj.meta_mut().managed_fields = None;
+            slim_managed_fields(obj.meta_mut());
             slim(obj);
         })
         .inspect(move |event| {
-            if let Ok(watcher::Event::InitDone) = event {
-                filled.store(true, Ordering::Release);
-            }
+            fill.saw(event);
+            on_event(event);
         })
         .reflect(writer)
         .touched_objects();
-    (Cache { store, ready }, stream)
+    tasks.push(tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(item) = stream.next().await {
+            if tx.unbounded_send(item).is_err() {
+                return;
+            }
+        }
+    }));
+    (cache, rx)
+}
+
+/// Keeps of `managedFields` only each entry's manager and operation.
+fn slim_managed_fields(meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) {
+    if let Some(entries) = meta.managed_fields.as_mut() {
+        for m in entries.iter_mut() {
+            m.fields_v1 = None;
+            m.fields_type = None;
+            m.time = None;
+        }
+    }
 }
 
 fn keep_all<K>(_: &mut K) {}
+
+fn ignore<K>(_: &Result<watcher::Event<K>, watcher::Error>) {}
 
 /// Pods: the reconcile reads only their metadata and status.
 fn slim_pod(pod: &mut Pod) {
@@ -440,6 +287,11 @@ fn slim_pvc(pvc: &mut PersistentVolumeClaim) {
     pvc.spec = None;
 }
 
+/// How long the controller waits for its caches before it starts anyway: a
+/// cache whose watch is refused (e.g. a missing RBAC rule) never fills, and
+/// the reconciles that need it then report why.
+const CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// One incarnation of the controller, with the watches `apis` allows.
 async fn run_watches(
     client: Client,
@@ -450,6 +302,8 @@ async fn run_watches(
 ) {
     let scope = ScopedApis(client.clone(), opts.namespace.clone());
     let managed = watcher::Config::default().labels(&names::managed_selector());
+    let mut tasks = Vec::new();
+    opts.health.set_caches_synced(false);
 
     // The VLLMServices: a change of the spec (generation) or of the object's
     // identity triggers a reconcile; a status change does not, so the operator's
@@ -459,20 +313,44 @@ async fn run_watches(
         scope.api::<DeserializeGuard<VLLMService>>(),
         watcher::Config::default().any_semantic(),
         keep_all,
+        ignore,
+        &mut tasks,
     );
-    let store = vllm_cache.store;
+    let store = vllm_cache.store.clone();
     let vllm_services = vllm_services.predicate_filter(predicates::generation, Default::default());
     let mut controller = Controller::for_stream(vllm_services, store.clone());
 
-    let (deployments, deployment_events) =
-        cached_watch(scope.api::<Deployment>(), managed.clone(), keep_all);
-    let (services, service_events) =
-        cached_watch(scope.api::<Service>(), managed.clone(), keep_all);
-    let (pods, pod_events) = cached_watch(scope.api::<Pod>(), managed.clone(), slim_pod);
+    let (deployments, deployment_events) = cached_watch(
+        scope.api::<Deployment>(),
+        managed.clone(),
+        keep_all,
+        ignore,
+        &mut tasks,
+    );
+    let (services, service_events) = cached_watch(
+        scope.api::<Service>(),
+        managed.clone(),
+        keep_all,
+        ignore,
+        &mut tasks,
+    );
+    let pod_index = PodIndex::default();
+    let (pods, pod_events) = {
+        let index = pod_index.clone();
+        cached_watch(
+            scope.api::<Pod>(),
+            managed.clone(),
+            slim_pod,
+            move |e| index.saw(e),
+            &mut tasks,
+        )
+    };
     let (pvcs, pvc_events) = cached_watch(
         scope.api::<PersistentVolumeClaim>(),
         watcher::Config::default(),
         slim_pvc,
+        ignore,
+        &mut tasks,
     );
     let pvc_store = store.clone();
     controller = controller
@@ -492,18 +370,28 @@ async fn run_watches(
         deployments,
         services,
         pods,
+        pod_index,
         pvcs,
         routes: None,
         gateways: None,
         monitors: None,
         rules: None,
-        started: Instant::now(),
     };
     if apis.gateway {
-        let (routes, route_events) =
-            cached_watch(scope.api::<HttpRoute>(), managed.clone(), keep_all);
-        let (gateways, gateway_events) =
-            cached_watch(scope.api::<Gateway>(), watcher::Config::default(), keep_all);
+        let (routes, route_events) = cached_watch(
+            scope.api::<HttpRoute>(),
+            managed.clone(),
+            keep_all,
+            ignore,
+            &mut tasks,
+        );
+        let (gateways, gateway_events) = cached_watch(
+            scope.api::<Gateway>(),
+            watcher::Config::default(),
+            keep_all,
+            ignore,
+            &mut tasks,
+        );
         let gw_store = store.clone();
         controller =
             controller
@@ -520,19 +408,66 @@ async fn run_watches(
         (caches.routes, caches.gateways) = (Some(routes), Some(gateways));
     }
     if apis.prometheus {
-        let (monitors, monitor_events) =
-            cached_watch(scope.api::<ServiceMonitor>(), managed.clone(), keep_all);
-        let (rules, rule_events) =
-            cached_watch(scope.api::<PrometheusRule>(), managed.clone(), keep_all);
+        let (monitors, monitor_events) = cached_watch(
+            scope.api::<ServiceMonitor>(),
+            managed.clone(),
+            keep_all,
+            ignore,
+            &mut tasks,
+        );
+        let (rules, rule_events) = cached_watch(
+            scope.api::<PrometheusRule>(),
+            managed.clone(),
+            keep_all,
+            ignore,
+            &mut tasks,
+        );
         controller = controller
             .owns_stream(monitor_events)
             .owns_stream(rule_events);
         (caches.monitors, caches.rules) = (Some(monitors), Some(rules));
     }
+
+    // Reconciles start once every cache holds its first list, so that a start
+    // does not take, say, a PVC for missing because its cache is still empty.
+    let stop = stop.shared();
+    let all_synced = {
+        let (caches, vllm_cache) = (caches.clone(), vllm_cache.clone());
+        move || {
+            let (caches, vllm_cache) = (caches.clone(), vllm_cache.clone());
+            async move {
+                vllm_cache.synced().await;
+                caches.synced().await;
+            }
+        }
+    };
+    tokio::select! {
+        synced = tokio::time::timeout(CACHE_SYNC_TIMEOUT, all_synced()) => {
+            if synced.is_err() {
+                tracing::warn!(timeout = ?CACHE_SYNC_TIMEOUT, "some watch caches are not filled; starting anyway");
+            }
+        }
+        _ = stop.clone() => {
+            tasks.iter().for_each(|t| t.abort());
+            return;
+        }
+    }
+    let health = opts.health.clone();
+    tasks.push(tokio::spawn(async move {
+        all_synced().await;
+        health.set_caches_synced(true);
+    }));
+
+    let reporter = Reporter {
+        controller: opts.reporter.clone(),
+        instance: opts.instance.clone(),
+    };
     let ctx = Arc::new(Context::new(
         client.clone(),
         metrics,
-        opts,
+        reporter,
+        opts.resync,
+        opts.namespace.clone(),
         apis,
         store,
         caches,
@@ -547,6 +482,7 @@ async fn run_watches(
             }
         })
         .await;
+    tasks.iter().for_each(|t| t.abort());
 }
 
 /// Makes `Api`s for all namespaces or for one.
@@ -646,7 +582,7 @@ fn error_policy(obj: Arc<DeserializeGuard<VLLMService>>, err: &Error, ctx: Arc<C
         let (vs, ctx) = (vs.clone(), ctx.clone());
         let note = format!("reconcile failed ({category}), retrying with backoff: {err}");
         tokio::spawn(async move {
-            reconcile::publish(
+            events::publish(
                 &ctx,
                 &vs,
                 EventType::Warning,

@@ -1,32 +1,26 @@
 //! Errors of a reconcile, each with a category that decides the retry policy
-//! and appears in metrics, events and condition reasons.
+//! and appears in metrics and events. (Problems of the spec, missing
+//! dependencies and foreign objects are not errors: they are reported in
+//! status and the reconcile succeeds.)
 
-/// Why a reconcile failed.
+use crate::context::NotSynced;
+
+/// Why a reconcile failed; every failure is retried with backoff.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The API server refused or failed a request; retried with backoff.
+    /// The API server refused or failed a request.
     #[error("Kubernetes API request failed: {0}")]
     Kube(#[from] kube::Error),
-    /// The operator lacks a permission it needs; retried with backoff, and
-    /// reported, because fixing RBAC fixes it without touching the object.
-    #[error("the operator is not allowed to {verb} {resource}: {message}")]
-    Forbidden {
-        verb: String,
-        resource: String,
-        message: String,
-    },
+    /// A watch cache holds no complete list (its watch failed, e.g. a missing RBAC rule).
+    #[error("the operator cannot read {}: its watch has not listed them yet{}", .0.resource,
+        .0.error.as_deref().map(|e| format!(" ({e})")).unwrap_or_default())]
+    CacheNotSynced(NotSynced),
 }
 
 /// The category of an error, used as a metric label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Category {
-    /// The spec breaks a rule; waits for the next change of the object.
-    InvalidSpec,
-    /// Something the spec refers to is missing (PVC, Gateway, CRD); re-checked on its events.
-    DependencyMissing,
-    /// A same-named object that this VLLMService does not control; left alone.
-    Conflict,
-    /// The operator lacks RBAC permission.
+    /// The operator lacks RBAC permission: fixing RBAC fixes it without touching the object.
     Forbidden,
     /// Anything the API server may answer differently next time.
     Transient,
@@ -35,9 +29,6 @@ pub enum Category {
 impl Category {
     pub fn as_str(self) -> &'static str {
         match self {
-            Category::InvalidSpec => "invalid_spec",
-            Category::DependencyMissing => "dependency_missing",
-            Category::Conflict => "conflict",
             Category::Forbidden => "forbidden",
             Category::Transient => "transient",
         }
@@ -48,8 +39,12 @@ impl Error {
     pub fn category(&self) -> Category {
         match self {
             Error::Kube(kube::Error::Api(e)) if e.code == 403 => Category::Forbidden,
-            Error::Forbidden { .. } => Category::Forbidden,
-            Error::Kube(_) => Category::Transient,
+            Error::CacheNotSynced(NotSynced { error: Some(e), .. })
+                if e.contains("403") || e.to_lowercase().contains("forbidden") =>
+            {
+                Category::Forbidden
+            }
+            _ => Category::Transient,
         }
     }
 }

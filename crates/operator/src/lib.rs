@@ -1,16 +1,26 @@
 //! The VLLMService controller: read → validate → build → apply → status.
+//!
+//! The pipeline of one reconcile is [`reconcile`]; [`controller`] wires the
+//! watches and caches around it. Pure modules (no I/O): `build`, `status`,
+//! `route`, `conditions`, `diagnose`, `names`, `seen`, `text`.
 
 pub mod apply;
 pub mod build;
 pub mod conditions;
+pub mod context;
 pub mod controller;
 pub mod diagnose;
 pub mod error;
+pub mod events;
+pub mod health;
 pub mod metrics;
 pub mod names;
 pub mod optional;
 pub mod prometheus;
 pub mod rbac;
+pub mod read;
 pub mod reconcile;
 pub mod route;
+pub mod seen;
 pub mod status;
+pub mod text;

@@ -39,7 +39,13 @@ pub fn selector_string(vs: &VLLMService) -> String {
 /// keys, which win over user keys of the same name.
 pub fn object_labels(vs: &VLLMService) -> BTreeMap<String, String> {
     let mut labels = vs.spec.labels.clone();
-    labels.extend(selector_labels(vs));
+    labels.extend(operator_labels(vs));
+    labels
+}
+
+/// The operator's own label keys on every child: the selector and `managed-by`.
+pub fn operator_labels(vs: &VLLMService) -> BTreeMap<String, String> {
+    let mut labels = selector_labels(vs);
     labels.insert(MANAGED_BY_LABEL.into(), MANAGED_BY_VALUE.into());
     labels
 }

@@ -1,12 +1,16 @@
-//! Routing through a Gateway: resolve `spec.gatewayRef` before writing the
-//! HTTPRoute (SPEC section 3's table), and read the Gateway controller's
-//! verdict back from the route's status.
+//! Routing through a Gateway: resolve `spec.gatewayRef` against the Gateway
+//! the read step saw (SPEC section 3's table), and read the Gateway
+//! controller's verdict back from the route's status. Pure.
 
 use gateway_api::apis::standard::{gateways::Gateway, httproutes::HttpRoute};
-use kube::{Api, Client, ResourceExt, runtime::reflector::Store};
+use kube::ResourceExt;
 use vllmservice_api::{GatewayRef, VLLMService};
 
-use crate::{conditions::Status, error::Result, status::Feature};
+use crate::{
+    conditions::{Feature, Status},
+    optional,
+    seen::{GatewaySeen, Seen},
+};
 
 /// Where `spec.gatewayRef` points, with the namespace defaulted to the VLLMService's.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,8 +37,12 @@ impl Target {
 /// The outcome of resolving a gatewayRef before any write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Resolution {
+    /// No gatewayRef: no route is wanted.
+    NotRequested,
+    /// A gatewayRef, but the Gateway API is not installed: nothing is touched.
+    ApiMissing,
     /// The Gateway exists and has an HTTP or HTTPS listener of that name.
-    Resolved,
+    Resolved(Target),
     /// The Gateway or the listener is missing: may appear later; retried.
     Missing {
         reason: &'static str,
@@ -44,36 +52,64 @@ pub enum Resolution {
     WrongProtocol { message: String },
 }
 
-/// Reads the Gateway (from the controller's cache `cache`; from the API server
-/// when the cache does not have it, e.g. a Gateway outside the watched
-/// namespace) and checks the listener, as SPEC section 3 prescribes.
-pub async fn resolve(
-    client: &Client,
-    cache: Option<&Store<Gateway>>,
-    target: &Target,
-) -> Result<Resolution> {
-    let cached = cache.and_then(|c| crate::controller::cached(c, &target.namespace, &target.name));
-    let gateway = match cached {
-        Some(gateway) => Some(gateway),
-        None => {
-            let gateways: Api<Gateway> = Api::namespaced(client.clone(), &target.namespace);
-            gateways.get_opt(&target.name).await?
+impl Resolution {
+    /// RouteReady before the route is written (or when it is not): None when
+    /// resolved, since then only the Gateway controller's verdict counts.
+    pub fn feature(&self) -> Option<Feature> {
+        let unresolved = |reason: &str, message: &str| Feature {
+            status: Status::False,
+            reason: reason.into(),
+            message: message.into(),
+        };
+        match self {
+            Resolution::NotRequested => Some(Feature::ready(
+                "RouteNotRequired",
+                "spec.gatewayRef is not set",
+            )),
+            Resolution::ApiMissing => Some(unresolved(
+                "APINotInstalled",
+                &optional::not_installed("Gateway API", &optional::GATEWAY_CRDS),
+            )),
+            Resolution::Resolved(_) => None,
+            Resolution::Missing { reason, message } => Some(unresolved(reason, message)),
+            Resolution::WrongProtocol { message } => {
+                Some(unresolved("UnsupportedProtocol", message))
+            }
         }
+    }
+}
+
+/// Resolves `vs`'s gatewayRef against what the read step saw, as SPEC section 3 prescribes.
+pub fn resolve(vs: &VLLMService, seen: &Seen) -> Resolution {
+    let Some(r) = &vs.spec.gateway_ref else {
+        return Resolution::NotRequested;
     };
-    let Some(gateway) = gateway else {
-        return Ok(Resolution::Missing {
+    if !seen.apis.gateway {
+        return Resolution::ApiMissing;
+    }
+    let target = Target::of(vs, r);
+    match &seen.gateway {
+        GatewaySeen::Found(gateway) => check_listener(gateway, target),
+        GatewaySeen::OutsideWatchedNamespace { watched } => Resolution::Missing {
+            reason: "GatewayNotWatched",
+            message: format!(
+                "Gateway {}/{} (spec.gatewayRef) is outside the namespace {watched} that the \
+                 operator watches; use a Gateway in {watched} or run the operator for all namespaces",
+                target.namespace, target.name
+            ),
+        },
+        GatewaySeen::Missing | GatewaySeen::NotLooked => Resolution::Missing {
             reason: "GatewayNotFound",
             message: format!(
                 "Gateway {}/{} (spec.gatewayRef) does not exist",
                 target.namespace, target.name
             ),
-        });
-    };
-    Ok(check_listener(&gateway, target))
+        },
+    }
 }
 
-/// The listener check of [`resolve`], on a Gateway already read.
-pub fn check_listener(gateway: &Gateway, target: &Target) -> Resolution {
+/// The listener check of [`resolve`].
+pub fn check_listener(gateway: &Gateway, target: Target) -> Resolution {
     let Some(listener) = gateway
         .spec
         .listeners
@@ -96,7 +132,7 @@ pub fn check_listener(gateway: &Gateway, target: &Target) -> Resolution {
             ),
         };
     }
-    Resolution::Resolved
+    Resolution::Resolved(target)
 }
 
 /// RouteReady from the route's own status: True only when the Gateway
@@ -205,10 +241,10 @@ mod tests {
     #[test]
     fn listeners_are_checked_by_name_and_protocol() {
         assert_eq!(
-            check_listener(&gateway("HTTPS"), &target()),
-            Resolution::Resolved
+            check_listener(&gateway("HTTPS"), target()),
+            Resolution::Resolved(target())
         );
-        let tcp = check_listener(&gateway("TCP"), &target());
+        let tcp = check_listener(&gateway("TCP"), target());
         assert!(
             matches!(&tcp, Resolution::WrongProtocol { message } if message.contains("protocol TCP"))
         );
@@ -217,7 +253,7 @@ mod tests {
             ..target()
         };
         assert!(matches!(
-            check_listener(&gateway("HTTP"), &other),
+            check_listener(&gateway("HTTP"), other),
             Resolution::Missing {
                 reason: "ListenerNotFound",
                 ..

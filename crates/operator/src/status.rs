@@ -1,26 +1,23 @@
-//! Status as a pure function of what the reconcile observed. Deterministic:
-//! the only time that enters is `now`, and only as the transition time of a
-//! condition whose status flipped.
+//! The status step's derivation, pure: conditions and phase from what the
+//! read step saw and the apply step did. Deterministic: the only time that
+//! enters is `now`, and only as the transition time of a condition whose
+//! status flipped.
 
-use k8s_openapi::{api::apps::v1::Deployment, jiff::Timestamp};
-use vllmservice_api::{Phase, VLLMService, VLLMServiceStatus, condition_types as ct};
+use k8s_openapi::{
+    api::apps::v1::Deployment, apimachinery::pkg::util::intstr::IntOrString, jiff::Timestamp,
+};
+use kube::{Resource, ResourceExt};
+use vllmservice_api::{Phase, VLLMServiceStatus, Valid, condition_types as ct};
 
 use crate::{
-    conditions::{Cond, Status, merge},
-    diagnose::Finding,
-    names,
+    apply::{Done, Outcome},
+    conditions::{Cond, Feature, Status, merge},
+    diagnose, names, optional,
+    route::{self, Resolution},
+    seen::{Seen, Storage},
 };
 
-/// The model PVC as observed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Storage {
-    Missing,
-    /// Exists with this phase (Pending, Lost).
-    NotBound(String),
-    Bound,
-}
-
-/// A child the reconcile could not write because someone else owns that name.
+/// A child the apply step left alone because someone else owns that name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Conflict {
     pub kind: String,
@@ -37,75 +34,96 @@ impl Conflict {
     }
 }
 
-/// The state of an optional feature (HTTPRoute, ServiceMonitor): its condition, ready to use.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Feature {
-    pub status: Status,
-    pub reason: String,
-    pub message: String,
-}
-
-impl Feature {
-    pub fn ready(reason: &str, message: &str) -> Self {
-        Feature {
-            status: Status::True,
-            reason: reason.into(),
-            message: message.into(),
-        }
+/// The foreign children among `done`'s, in apply order.
+fn conflicts(vs: &Valid<'_>, done: &Done) -> Vec<Conflict> {
+    fn conflict<K: Resource<DynamicType = ()>>(o: &Outcome<K>, name: &str) -> Option<Conflict> {
+        o.is_foreign().then(|| Conflict {
+            kind: K::kind(&()).to_string(),
+            name: name.to_string(),
+        })
     }
+    let name = names::child_name(vs);
+    [
+        conflict(&done.deployment, &name),
+        conflict(&done.service, &name),
+        conflict(&done.route, &name),
+        conflict(&done.monitor, &name),
+        conflict(&done.rule, &name),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
-/// The names status reports once an HTTPRoute is written.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RouteNames {
-    pub route: String,
-    pub gateway_name: String,
-    pub gateway_namespace: String,
+/// How many ready pods a Deployment must keep during a rollout: desired −
+/// maxUnavailable of its strategy (Kubernetes' defaults and rounding), and at
+/// least 1 while any are desired.
+pub fn min_ready(d: &Deployment, desired: i32) -> i32 {
+    if desired <= 0 {
+        return 0;
+    }
+    let strategy = d.spec.as_ref().and_then(|s| s.strategy.as_ref());
+    let max_unavailable = match strategy.and_then(|s| s.type_.as_deref()) {
+        Some("Recreate") => desired,
+        _ => {
+            let rolling = strategy.and_then(|s| s.rolling_update.as_ref());
+            let scaled = |v: Option<&IntOrString>, round_up: bool| match v {
+                Some(IntOrString::Int(n)) => *n,
+                Some(IntOrString::String(p)) => {
+                    let pct: i64 = p.trim_end_matches('%').parse().unwrap_or(25);
+                    let x = i64::from(desired) * pct;
+                    (if round_up { (x + 99) / 100 } else { x / 100 }) as i32
+                }
+                None => {
+                    let x = i64::from(desired) * 25;
+                    (if round_up { (x + 99) / 100 } else { x / 100 }) as i32
+                }
+            };
+            let surge = scaled(rolling.and_then(|r| r.max_surge.as_ref()), true);
+            let unavailable = scaled(rolling.and_then(|r| r.max_unavailable.as_ref()), false);
+            // As the Deployment controller does: both zero would never progress.
+            if surge == 0 && unavailable == 0 {
+                1
+            } else {
+                unavailable
+            }
+        }
+    };
+    (desired - max_unavailable).max(1)
 }
 
-/// Everything the status is derived from.
-#[derive(Debug, Clone)]
-pub struct Observed<'a> {
-    pub deployment: Option<&'a Deployment>,
-    pub storage: Storage,
-    pub conflicts: Vec<Conflict>,
-    pub findings: Vec<Finding>,
-    pub route: Feature,
-    pub route_names: Option<RouteNames>,
-    pub monitoring: Feature,
-    pub service_monitor_name: Option<String>,
-}
-
-/// The status `vs` should have given what was observed.
-pub fn desired(vs: &VLLMService, obs: &Observed<'_>, now: Timestamp) -> VLLMServiceStatus {
-    let ns = vs.metadata.namespace.clone().unwrap_or_default();
+/// The status `vs` should have given what was seen and done.
+pub fn derive(vs: &Valid<'_>, seen: &Seen, done: &Done, now: Timestamp) -> VLLMServiceStatus {
+    let ns = vs.namespace().unwrap_or_default();
     let generation = vs.metadata.generation.unwrap_or_default();
     let desired_replicas = vs.spec.replicas;
-    let dep_status = obs
-        .deployment
+    let deployment = done.deployment.live();
+    let dep_status = deployment
         .and_then(|d| d.status.clone())
         .unwrap_or_default();
     let ready_replicas = dep_status.ready_replicas.unwrap_or(0);
-    let deployment_conflict = obs.conflicts.iter().find(|c| c.kind == "Deployment");
+    let updated_replicas = dep_status.updated_replicas.unwrap_or(0);
+    let conflicts = conflicts(vs, done);
+    let findings = diagnose::findings(deployment, &seen.pods);
 
-    let deployment_ready = match (deployment_conflict, obs.deployment) {
-        (Some(c), _) => Cond::new(
+    let deployment_ready = match (&done.deployment, deployment) {
+        (Outcome::Foreign, _) => Cond::new(
             ct::DEPLOYMENT_READY,
             Status::False,
             "ResourceConflict",
-            c.message(&ns),
+            conflicts[0].message(&ns),
         ),
-        (None, None) => Cond::new(
+        (_, None) => Cond::new(
             ct::DEPLOYMENT_READY,
             Status::False,
             "DeploymentNotFound",
             "the Deployment has not been created yet",
         ),
-        (None, Some(d)) => deployment_condition(d, desired_replicas),
+        (_, Some(d)) => deployment_condition(d, desired_replicas),
     };
     let storage_ready = {
         let pvc = format!("PersistentVolumeClaim {ns}/{}", vs.spec.storage.pvc_name);
-        match &obs.storage {
+        match &seen.storage {
             Storage::Missing => Cond::new(
                 ct::STORAGE_READY,
                 Status::False,
@@ -126,29 +144,31 @@ pub fn desired(vs: &VLLMService, obs: &Observed<'_>, now: Timestamp) -> VLLMServ
             ),
         }
     };
-    let route_ready = Cond::new(
-        ct::ROUTE_READY,
-        obs.route.status,
-        &obs.route.reason,
-        &obs.route.message,
-    );
+    let route = route_feature(vs, done);
+    let route_ready = Cond::new(ct::ROUTE_READY, route.status, &route.reason, &route.message);
+    let monitoring = monitoring_feature(vs, seen, done);
     let monitoring_ready = Cond::new(
         ct::MONITORING_READY,
-        obs.monitoring.status,
-        &obs.monitoring.reason,
-        &obs.monitoring.message,
+        monitoring.status,
+        &monitoring.reason,
+        &monitoring.message,
     );
 
-    let mut problems: Vec<(String, String)> = obs
-        .conflicts
+    // What blocks the rollout (Failed, Progressing=False) ...
+    let mut blocking: Vec<(String, String)> = conflicts
         .iter()
         .map(|c| ("ResourceConflict".to_string(), c.message(&ns)))
         .collect();
-    problems.extend(
-        obs.findings
+    blocking.extend(
+        findings
             .iter()
             .map(|f| (f.reason.clone(), f.message.clone())),
     );
+    // ... and, with it, what else is wrong (Degraded).
+    let mut problems = blocking.clone();
+    if monitoring.status == Status::False && !monitoring_conflict(done) {
+        problems.push((monitoring.reason.clone(), monitoring.message.clone()));
+    }
     let degraded = match problems.first() {
         Some((reason, _)) => Cond::new(
             ct::DEGRADED,
@@ -168,39 +188,71 @@ pub fn desired(vs: &VLLMService, obs: &Observed<'_>, now: Timestamp) -> VLLMServ
         ),
     };
 
-    // Ordered by cause: without storage the pods cannot start, so that is said first.
-    let parts = [
-        &storage_ready,
-        &deployment_ready,
-        &route_ready,
-        &monitoring_ready,
-    ];
-    let available = match parts.iter().find(|c| !c.is_true()) {
-        None if obs.conflicts.is_empty() => Cond::new(
+    let serving = deployment.map(|d| ready_replicas >= min_ready(d, desired_replicas));
+    let available = if !storage_ready.is_true() {
+        Cond::new(
             ct::AVAILABLE,
-            Status::True,
-            "Available",
-            format!("{ready_replicas}/{desired_replicas} replicas ready"),
-        ),
-        None => Cond::new(
+            Status::False,
+            storage_ready.reason.clone(),
+            storage_ready.message.clone(),
+        )
+    } else if serving != Some(true) {
+        if deployment.is_none() {
+            Cond::new(
+                ct::AVAILABLE,
+                Status::False,
+                deployment_ready.reason.clone(),
+                deployment_ready.message.clone(),
+            )
+        } else {
+            let needed = deployment.map_or(1, |d| min_ready(d, desired_replicas));
+            Cond::new(
+                ct::AVAILABLE,
+                Status::False,
+                "ReplicasNotReady",
+                format!(
+                    "{ready_replicas}/{desired_replicas} replicas ready; at least {needed} must be \
+                     ready to serve"
+                ),
+            )
+        }
+    } else if !route_ready.is_true() {
+        Cond::new(
+            ct::AVAILABLE,
+            Status::False,
+            route_ready.reason.clone(),
+            route_ready.message.clone(),
+        )
+    } else if let Some(c) = conflicts.iter().find(|c| c.kind == "Service") {
+        Cond::new(
             ct::AVAILABLE,
             Status::False,
             "ResourceConflict",
-            degraded.message.clone(),
-        ),
-        Some(blocking) => Cond::new(
+            c.message(&ns),
+        )
+    } else {
+        let reason = if desired_replicas == 0 {
+            "ScaledToZero"
+        } else {
+            "Available"
+        };
+        Cond::new(
             ct::AVAILABLE,
-            Status::False,
-            blocking.reason.clone(),
-            blocking.message.clone(),
-        ),
+            Status::True,
+            reason,
+            format!("{ready_replicas}/{desired_replicas} replicas ready"),
+        )
     };
-    let progressing = if degraded.is_true() {
+    let progressing = if !blocking.is_empty() {
         Cond::new(
             ct::PROGRESSING,
             Status::False,
             "Stalled",
-            degraded.message.clone(),
+            blocking
+                .iter()
+                .map(|(_, m)| m.as_str())
+                .collect::<Vec<_>>()
+                .join("; "),
         )
     } else if deployment_ready.is_true() {
         Cond::new(
@@ -213,14 +265,14 @@ pub fn desired(vs: &VLLMService, obs: &Observed<'_>, now: Timestamp) -> VLLMServ
         Cond::new(
             ct::PROGRESSING,
             Status::True,
-            "RollingOut",
-            deployment_ready.message.clone(),
+            "RolloutInProgress",
+            format!("{updated_replicas}/{desired_replicas} pods updated"),
         )
     };
 
     let phase = if available.is_true() {
         Phase::Running
-    } else if degraded.is_true() {
+    } else if !blocking.is_empty() {
         Phase::Failed
     } else {
         Phase::Pending
@@ -244,6 +296,10 @@ pub fn desired(vs: &VLLMService, obs: &Observed<'_>, now: Timestamp) -> VLLMServ
         .as_ref()
         .map(|s| s.conditions.as_slice())
         .unwrap_or_default();
+    let route_target = match &done.resolution {
+        Resolution::Resolved(t) if done.route.live().is_some() => Some(t),
+        _ => None,
+    };
     VLLMServiceStatus {
         observed_generation: Some(generation),
         conditions: merge(previous, &next, generation, now),
@@ -252,18 +308,80 @@ pub fn desired(vs: &VLLMService, obs: &Observed<'_>, now: Timestamp) -> VLLMServ
         ready_replicas: Some(ready_replicas),
         ready: Some(format!("{ready_replicas}/{desired_replicas}")),
         selector: Some(names::selector_string(vs)),
-        deployment_name: deployment_conflict.is_none().then(|| names::child_name(vs)),
-        service_name: (!obs.conflicts.iter().any(|c| c.kind == "Service"))
-            .then(|| names::child_name(vs)),
-        http_route_name: obs.route_names.as_ref().map(|r| r.route.clone()),
-        gateway_ref_name: obs.route_names.as_ref().map(|r| r.gateway_name.clone()),
-        gateway_ref_namespace: obs
-            .route_names
-            .as_ref()
-            .map(|r| r.gateway_namespace.clone()),
-        service_monitor_name: obs.service_monitor_name.clone(),
+        deployment_name: deployment.map(|_| names::child_name(vs)),
+        service_name: done.service.live().map(|_| names::child_name(vs)),
+        http_route_name: route_target.map(|_| names::child_name(vs)),
+        gateway_ref_name: route_target.map(|t| t.name.clone()),
+        gateway_ref_namespace: route_target.map(|t| t.namespace.clone()),
+        service_monitor_name: done.monitor.live().map(|_| names::child_name(vs)),
         message: Some(message.clone()),
     }
+}
+
+fn monitoring_conflict(done: &Done) -> bool {
+    done.monitor.is_foreign() || done.rule.is_foreign()
+}
+
+/// RouteReady: the resolution of the gatewayRef, then the Gateway controller's verdict.
+fn route_feature(vs: &Valid<'_>, done: &Done) -> Feature {
+    if let Some(f) = done.resolution.feature() {
+        return f;
+    }
+    let Resolution::Resolved(target) = &done.resolution else {
+        unreachable!("only a resolved gatewayRef has no feature of its own")
+    };
+    match &done.route {
+        Outcome::Live(live) => route::route_readiness(live, target),
+        _ => Feature {
+            status: Status::False,
+            reason: "ResourceConflict".into(),
+            message: format!(
+                "HTTPRoute {} exists and is not controlled by this VLLMService",
+                names::child_name(vs)
+            ),
+        },
+    }
+}
+
+/// MonitoringReady from the spec and what the apply step did.
+fn monitoring_feature(vs: &Valid<'_>, seen: &Seen, done: &Done) -> Feature {
+    let name = names::child_name(vs);
+    if !vs.spec.monitoring.enabled {
+        return Feature::ready("MonitoringDisabled", "spec.monitoring.enabled is false");
+    }
+    if !seen.apis.prometheus {
+        return Feature {
+            status: Status::False,
+            reason: "APINotInstalled".into(),
+            message: optional::not_installed("Prometheus Operator", &optional::PROMETHEUS_CRDS),
+        };
+    }
+    let foreign: Vec<&str> = [
+        done.monitor.is_foreign().then_some("ServiceMonitor"),
+        done.rule.is_foreign().then_some("PrometheusRule"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if !foreign.is_empty() {
+        return Feature {
+            status: Status::False,
+            reason: "ResourceConflict".into(),
+            message: format!(
+                "{} {name} exists and is not controlled by this VLLMService",
+                foreign.join(" and ")
+            ),
+        };
+    }
+    let alerts = if vs.spec.monitoring.alerts.enabled {
+        format!(" and alerts in PrometheusRule {name}")
+    } else {
+        String::new()
+    };
+    Feature::ready(
+        "Monitored",
+        &format!("scraped through ServiceMonitor {name}{alerts}"),
+    )
 }
 
 fn deployment_condition(d: &Deployment, desired: i32) -> Cond {
@@ -291,14 +409,14 @@ fn deployment_condition(d: &Deployment, desired: i32) -> Cond {
             ct::DEPLOYMENT_READY,
             Status::True,
             reason,
-            format!("{ready}/{desired} replicas ready"),
+            format!("{ready}/{desired} pods run the current spec and are ready"),
         );
     }
     Cond::new(
         ct::DEPLOYMENT_READY,
         Status::False,
-        "ReplicasNotReady",
-        format!("{ready}/{desired} replicas ready, {updated} updated to the latest spec"),
+        "RolloutInProgress",
+        format!("{updated}/{desired} pods run the current spec; {ready} pods ready in all"),
     )
 }
 

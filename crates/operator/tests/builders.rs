@@ -17,30 +17,86 @@ fn example(file: &str) -> VLLMService {
     vs
 }
 
+/// `vs` as the builders take it.
+fn valid(vs: &VLLMService) -> vllmservice_api::Valid<'_> {
+    vllmservice_api::validate(vs).expect("the example is valid")
+}
+
 #[test]
 fn spec_example_deployment() {
-    insta::assert_yaml_snapshot!(build::deployment(&example("qwen-demo.yaml")));
+    insta::assert_yaml_snapshot!(build::deployment(&valid(&example("qwen-demo.yaml"))));
 }
 
 #[test]
 fn spec_example_service() {
-    insta::assert_yaml_snapshot!(build::service(&example("qwen-demo.yaml")));
+    insta::assert_yaml_snapshot!(build::service(&valid(&example("qwen-demo.yaml"))));
 }
 
 #[test]
 fn full_example_deployment() {
-    insta::assert_yaml_snapshot!(build::deployment(&example("full.yaml")));
+    insta::assert_yaml_snapshot!(build::deployment(&valid(&example("full.yaml"))));
 }
 
 #[test]
 fn full_example_service() {
-    insta::assert_yaml_snapshot!(build::service(&example("full.yaml")));
+    insta::assert_yaml_snapshot!(build::service(&valid(&example("full.yaml"))));
+}
+
+#[test]
+fn full_example_httproute() {
+    insta::assert_yaml_snapshot!(build::httproute(&valid(&example("full.yaml"))));
+}
+
+#[test]
+fn full_example_servicemonitor() {
+    insta::assert_yaml_snapshot!(build::servicemonitor(&valid(&example("full.yaml"))));
+}
+
+#[test]
+fn full_example_prometheusrule() {
+    insta::assert_yaml_snapshot!(build::prometheusrule(&valid(&example("full.yaml"))));
+}
+
+#[test]
+fn monitoring_labels_win_over_spec_labels_and_the_operators_keys_win_over_both() {
+    let mut vs = example("full.yaml");
+    vs.spec
+        .labels
+        .insert("release".into(), "from-spec-labels".into());
+    vs.spec.labels.insert("only-in-spec".into(), "kept".into());
+    vs.spec
+        .monitoring
+        .labels
+        .insert("release".into(), "from-monitoring-labels".into());
+    vs.spec
+        .monitoring
+        .labels
+        .insert("app.kubernetes.io/managed-by".into(), "someone-else".into());
+    let v = valid(&vs);
+    let monitor = build::servicemonitor(&v).expect("monitoring is on");
+    let rule = build::prometheusrule(&v).expect("alerts are on");
+    for labels in [monitor.metadata.labels, rule.metadata.labels] {
+        let labels = labels.expect("labels");
+        assert_eq!(labels["release"], "from-monitoring-labels");
+        assert_eq!(labels["only-in-spec"], "kept");
+        assert_eq!(
+            labels["app.kubernetes.io/managed-by"],
+            "vllmservice-operator"
+        );
+        assert_eq!(
+            labels["app.kubernetes.io/instance"],
+            vs.metadata.name.clone().unwrap()
+        );
+    }
+    // The Deployment keeps the general labels.
+    let d = build::deployment(&v);
+    assert_eq!(d.metadata.labels.unwrap()["release"], "from-spec-labels");
 }
 
 #[test]
 fn extra_args_come_last_after_tensor_parallelism() {
     let vs = example("full.yaml");
-    let args = build::vllm_args(&vs);
+    let args = build::vllm_args(&valid(&vs));
     let tp = args
         .iter()
         .position(|a| a == "--tensor-parallel-size")
@@ -94,7 +150,9 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
     #[test]
-    fn builders_never_panic_and_are_deterministic(vs in arbitrary_service()) {
+    fn validation_and_builders_never_panic_and_are_deterministic(vs in arbitrary_service()) {
+        // Builders only take what validation lets through.
+        let Ok(vs) = vllmservice_api::validate(&vs) else { return Ok(()) };
         let d1 = serde_json::to_value(build::deployment(&vs)).unwrap();
         let d2 = serde_json::to_value(build::deployment(&vs)).unwrap();
         prop_assert_eq!(&d1, &d2);

@@ -351,13 +351,7 @@ fn errors_by_category(metrics: &Metrics) -> Vec<(&'static str, u64)> {
         .collect()
 }
 
-const CATEGORIES: [&str; 5] = [
-    "invalid_spec",
-    "dependency_missing",
-    "conflict",
-    "forbidden",
-    "transient",
-];
+const CATEGORIES: [&str; 2] = ["forbidden", "transient"];
 
 // ---------------------------------------------------------------------------
 // Fixtures
@@ -1991,12 +1985,12 @@ mod bad_input {
         // What the CRD cannot check (e.g. that the name is also a valid Service
         // name) the operator's own validation catches: it reports InvalidSpec in
         // status and renders nothing. That is handled, not a failure.
-        if vllmservice_api::validate(&vs).is_err() {
-            return Ok(Outcome::ReportedInvalid);
-        }
         if vs.metadata.uid.is_none() {
             vs.metadata.uid = Some("00000000-0000-0000-0000-000000000001".into());
         }
+        let Ok(vs) = vllmservice_api::validate(&vs) else {
+            return Ok(Outcome::ReportedInvalid);
+        };
         let mut refused = Vec::new();
         if let Err(e) = dry_run(&fx.api::<Deployment>(), &build::deployment(&vs)).await {
             refused.push(format!("Deployment: {e}"));

@@ -22,7 +22,9 @@ fn rendered_alert_rules_pass_promtool_check_rules() {
     let dir = testkit::repo_root().join("target/promtool");
     std::fs::create_dir_all(&dir).unwrap();
     for name in ["qwen-demo.yaml", "full.yaml"] {
-        let rule = build::prometheusrule(&example(name)).expect("alerts are on by default");
+        let vs = example(name);
+        let valid = vllmservice_api::validate(&vs).expect("the example is valid");
+        let rule = build::prometheusrule(&valid).expect("alerts are on by default");
         let file = dir.join(format!("rules-{name}"));
         let body = json!({"groups": rule.spec.groups});
         std::fs::write(&file, serde_saphyr::to_string(&body).unwrap()).unwrap();

@@ -17,7 +17,7 @@ use k8s_openapi::{
         util::intstr::IntOrString,
     },
 };
-use vllmservice_api::{Probe, ProbeKind, VLLMService};
+use vllmservice_api::{Probe, ProbeKind, Valid};
 
 use crate::names;
 
@@ -30,7 +30,7 @@ pub const SHM_VOLUME: &str = "dshm";
 pub const SHM_DEFAULT_SIZE: &str = "2Gi";
 
 /// The vLLM server arguments, in SPEC order, then tensor parallelism, then the user's extra args.
-pub fn vllm_args(vs: &VLLMService) -> Vec<String> {
+pub fn vllm_args(vs: &Valid<'_>) -> Vec<String> {
     let s = &vs.spec;
     let e = &s.engine_args;
     let mut args = vec![
@@ -91,7 +91,7 @@ fn non_empty_vec<T: Clone>(v: &[T]) -> Option<Vec<T>> {
 }
 
 /// The Deployment for `vs`.
-pub fn deployment(vs: &VLLMService) -> Deployment {
+pub fn deployment(vs: &Valid<'_>) -> Deployment {
     let s = &vs.spec;
     let container = Container {
         name: CONTAINER_NAME.into(),

@@ -4,12 +4,12 @@
 use gateway_api::apis::standard::httproutes::{
     HttpRoute, HttpRouteParentRefs, HttpRouteRules, HttpRouteRulesBackendRefs, HttpRouteSpec,
 };
-use vllmservice_api::VLLMService;
+use vllmservice_api::Valid;
 
 use crate::{names, route::Target};
 
 /// The HTTPRoute for `vs`, or None without a gatewayRef.
-pub fn httproute(vs: &VLLMService) -> Option<HttpRoute> {
+pub fn httproute(vs: &Valid<'_>) -> Option<HttpRoute> {
     let r = vs.spec.gateway_ref.as_ref()?;
     let target = Target::of(vs, r);
     Some(HttpRoute {

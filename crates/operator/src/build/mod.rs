@@ -1,6 +1,7 @@
-//! Pure builders: a VLLMService in, the objects that should exist out.
-//! No client, no clock, no randomness: the same spec always builds the same
-//! objects, which is what makes "apply only what differs" possible.
+//! The build step, pure: a validated VLLMService (and what the read step saw)
+//! in, the objects that should exist out. No client, no clock, no randomness:
+//! the same input always builds the same objects, which is what makes "apply
+//! only what differs" possible.
 
 mod deployment;
 mod httproute;
@@ -8,15 +9,80 @@ mod prometheusrule;
 mod service;
 mod servicemonitor;
 
+use gateway_api::apis::standard::httproutes::HttpRoute;
+use k8s_openapi::api::{apps::v1::Deployment, core::v1::Service};
+use vllmservice_api::Valid;
+
 pub use deployment::{SHM_DEFAULT_SIZE, deployment, vllm_args};
 pub use httproute::httproute;
 pub use prometheusrule::prometheusrule;
 pub use service::service;
-pub use servicemonitor::servicemonitor;
+pub use servicemonitor::{monitoring_labels, servicemonitor};
 
-/// Every object the operator makes for `vs`, in apply order, as JSON: what
-/// `vllmservice-operator render` prints and the controller applies.
-pub fn all(vs: &vllmservice_api::VLLMService) -> Vec<serde_json::Value> {
+use crate::{
+    prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor},
+    route::{self, Resolution},
+    seen::Seen,
+};
+
+/// Whether a child of an optional kind should exist.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Want<K> {
+    /// Created or updated to this.
+    Present(K),
+    /// Deleted if it is ours.
+    Absent,
+    /// Its API is not installed: nothing to read, write or delete.
+    Untouched,
+}
+
+impl<K> Want<K> {
+    /// `object` if its API is `installed`, Absent when it is None.
+    fn optional(installed: bool, object: Option<K>) -> Want<K> {
+        match (installed, object) {
+            (false, _) => Want::Untouched,
+            (true, Some(o)) => Want::Present(o),
+            (true, None) => Want::Absent,
+        }
+    }
+}
+
+/// Every child of one VLLMService as it should be.
+#[derive(Debug, Clone)]
+pub struct Desired {
+    pub deployment: Deployment,
+    pub service: Service,
+    /// Where `spec.gatewayRef` led; decides `route`.
+    pub resolution: Resolution,
+    pub route: Want<HttpRoute>,
+    pub monitor: Want<ServiceMonitor>,
+    pub rule: Want<PrometheusRule>,
+}
+
+/// The children `vs` should have, given what the read step saw.
+pub fn all(vs: &Valid<'_>, seen: &Seen) -> Desired {
+    let resolution = route::resolve(vs, seen);
+    let route = match (&resolution, seen.apis.gateway) {
+        (_, false) => Want::Untouched,
+        (Resolution::Resolved(_), true) => {
+            Want::Present(httproute(vs).expect("a resolved gatewayRef is set"))
+        }
+        (_, true) => Want::Absent,
+    };
+    Desired {
+        deployment: deployment(vs),
+        service: service(vs),
+        resolution,
+        route,
+        monitor: Want::optional(seen.apis.prometheus, servicemonitor(vs)),
+        rule: Want::optional(seen.apis.prometheus, prometheusrule(vs)),
+    }
+}
+
+/// Every object the operator can make for `vs`, in apply order, as JSON, as
+/// if every optional API were installed and the Gateway resolved: what
+/// `vllmservice-operator render` prints.
+pub fn objects(vs: &Valid<'_>) -> Vec<serde_json::Value> {
     fn json<T: serde::Serialize>(o: T) -> serde_json::Value {
         serde_json::to_value(o).expect("Kubernetes objects serialize to JSON")
     }

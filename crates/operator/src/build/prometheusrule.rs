@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
-use vllmservice_api::VLLMService;
+use vllmservice_api::Valid;
 
 use super::servicemonitor::monitoring_labels;
 use crate::{
@@ -29,7 +29,7 @@ struct Alert {
 }
 
 /// The PrometheusRule for `vs`, or None when monitoring or its alerts are off.
-pub fn prometheusrule(vs: &VLLMService) -> Option<PrometheusRule> {
+pub fn prometheusrule(vs: &Valid<'_>) -> Option<PrometheusRule> {
     let m = &vs.spec.monitoring;
     if !m.enabled || !m.alerts.enabled {
         return None;

@@ -4,13 +4,13 @@ use k8s_openapi::{
     api::core::v1::{Service, ServicePort, ServiceSpec},
     apimachinery::pkg::util::intstr::IntOrString,
 };
-use vllmservice_api::VLLMService;
+use vllmservice_api::Valid;
 
 use super::deployment::PORT_NAME;
 use crate::names;
 
 /// The Service for `vs`: port `http` = spec.port, targeting the pods' `http` port.
-pub fn service(vs: &VLLMService) -> Service {
+pub fn service(vs: &Valid<'_>) -> Service {
     Service {
         metadata: names::child_meta(vs),
         spec: Some(ServiceSpec {

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use vllmservice_api::VLLMService;
+use vllmservice_api::{VLLMService, Valid};
 
 use super::deployment::PORT_NAME;
 use crate::{
@@ -14,15 +14,18 @@ use crate::{
     },
 };
 
-/// Labels of the monitoring objects: `monitoring.labels`, then the operator's, which win.
+/// Labels of the monitoring objects: `spec.labels`, then `monitoring.labels`
+/// (which select the Prometheus that picks them up, so they win over the
+/// general labels), then the operator's own keys, which win over both.
 pub fn monitoring_labels(vs: &VLLMService) -> BTreeMap<String, String> {
-    let mut labels = vs.spec.monitoring.labels.clone();
-    labels.extend(names::object_labels(vs));
+    let mut labels = vs.spec.labels.clone();
+    labels.extend(vs.spec.monitoring.labels.clone());
+    labels.extend(names::operator_labels(vs));
     labels
 }
 
 /// The ServiceMonitor for `vs`, or None when monitoring is off.
-pub fn servicemonitor(vs: &VLLMService) -> Option<ServiceMonitor> {
+pub fn servicemonitor(vs: &Valid<'_>) -> Option<ServiceMonitor> {
     let m = &vs.spec.monitoring;
     if !m.enabled {
         return None;

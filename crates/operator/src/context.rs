@@ -1,0 +1,426 @@
+//! What every reconcile shares: the client, the watch caches (filled by
+//! [`crate::controller`]), the event recorder, metrics, and per-object memory
+//! (retry counts, the last status written).
+
+use std::{
+    collections::{BTreeSet, HashMap},
+    sync::{Arc, Mutex, RwLock},
+    time::Duration,
+};
+
+use gateway_api::apis::standard::{gateways::Gateway, httproutes::HttpRoute};
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{PersistentVolumeClaim, Pod, Service},
+};
+use kube::{
+    Client, Resource, ResourceExt,
+    core::DeserializeGuard,
+    runtime::{
+        events::{Recorder, Reporter},
+        reflector::{ObjectRef, Store},
+        watcher,
+    },
+};
+use tokio::sync::watch;
+use vllmservice_api::{VLLMService, VLLMServiceStatus};
+
+use crate::{
+    metrics::Metrics,
+    names,
+    optional::Apis,
+    prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor},
+};
+
+/// What every reconcile shares.
+pub struct Context {
+    pub client: Client,
+    /// The optional APIs installed when this controller's watches were set up.
+    pub apis: Apis,
+    /// The namespace the controller watches (None: all).
+    pub namespace: Option<String>,
+    /// The controller's cache of VLLMServices.
+    pub services: Store<DeserializeGuard<VLLMService>>,
+    /// The controller's caches of children and of the objects they depend on.
+    pub caches: Caches,
+    pub metrics: Arc<Metrics>,
+    pub recorder: Recorder,
+    pub resync: Duration,
+    /// Consecutive failures per object, for exponential backoff.
+    failures: Mutex<HashMap<ObjectRef<DeserializeGuard<VLLMService>>, u32>>,
+    /// The last status this operator wrote per VLLMService, until the watch shows it.
+    written: Mutex<HashMap<ObjectRef<DeserializeGuard<VLLMService>>, Written>>,
+}
+
+/// A status write the cache may not have seen yet.
+struct Written {
+    uid: String,
+    /// The resourceVersion of the copy the write was based on.
+    based_on: Option<String>,
+    status: VLLMServiceStatus,
+}
+
+/// The controller's caches. Children are label-selected
+/// (`app.kubernetes.io/managed-by`), Pods and PVCs keep only metadata and
+/// status; `managedFields` keep only who manages an object, not which fields.
+#[derive(Clone)]
+pub struct Caches {
+    pub deployments: Cache<Deployment>,
+    pub services: Cache<Service>,
+    pub pods: Cache<Pod>,
+    /// The pods of each VLLMService, by namespace and instance label.
+    pub pod_index: PodIndex,
+    pub pvcs: Cache<PersistentVolumeClaim>,
+    /// Present when the Gateway API is installed.
+    pub routes: Option<Cache<HttpRoute>>,
+    pub gateways: Option<Cache<Gateway>>,
+    /// Present when the Prometheus Operator's CRDs are installed.
+    pub monitors: Option<Cache<ServiceMonitor>>,
+    pub rules: Option<Cache<PrometheusRule>>,
+}
+
+impl Caches {
+    /// Completes when every cache holds its first complete list.
+    pub async fn synced(&self) {
+        self.deployments.synced().await;
+        self.services.synced().await;
+        self.pods.synced().await;
+        self.pvcs.synced().await;
+        if let Some(c) = &self.routes {
+            c.synced().await;
+        }
+        if let Some(c) = &self.gateways {
+            c.synced().await;
+        }
+        if let Some(c) = &self.monitors {
+            c.synced().await;
+        }
+        if let Some(c) = &self.rules {
+            c.synced().await;
+        }
+    }
+}
+
+/// One watch cache: the store, whether it holds a complete list yet, and why
+/// not when its watch fails (e.g. a missing RBAC rule).
+pub struct Cache<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    pub store: Store<K>,
+    ready: watch::Receiver<bool>,
+    last_error: Arc<Mutex<Option<String>>>,
+}
+
+impl<K> Clone for Cache<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    fn clone(&self) -> Self {
+        Cache {
+            store: self.store.clone(),
+            ready: self.ready.clone(),
+            last_error: self.last_error.clone(),
+        }
+    }
+}
+
+/// The writing side of a [`Cache`]'s readiness, held by its watch.
+pub struct CacheFill {
+    ready: watch::Sender<bool>,
+    last_error: Arc<Mutex<Option<String>>>,
+}
+
+impl CacheFill {
+    /// Records a watch event: the first complete list makes the cache ready.
+    pub fn saw<K>(&self, event: &Result<watcher::Event<K>, watcher::Error>) {
+        match event {
+            Ok(watcher::Event::InitDone) => {
+                self.ready.send_replace(true);
+                *self.last_error.lock().expect("cache error lock") = None;
+            }
+            Ok(_) => {}
+            Err(e) => *self.last_error.lock().expect("cache error lock") = Some(e.to_string()),
+        }
+    }
+}
+
+impl<K> Cache<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+{
+    /// A cache over `store`, and the handle its watch reports through.
+    pub fn new(store: Store<K>) -> (Cache<K>, CacheFill) {
+        let (tx, rx) = watch::channel(false);
+        let last_error = Arc::new(Mutex::new(None));
+        (
+            Cache {
+                store,
+                ready: rx,
+                last_error: last_error.clone(),
+            },
+            CacheFill {
+                ready: tx,
+                last_error,
+            },
+        )
+    }
+
+    pub fn is_ready(&self) -> bool {
+        *self.ready.borrow()
+    }
+
+    /// Completes once the cache holds a complete list.
+    pub async fn synced(&self) {
+        let mut rx = self.ready.clone();
+        let _ = rx.wait_for(|r| *r).await;
+    }
+
+    /// The store once it holds a complete list, or why it does not.
+    pub fn store(&self) -> Result<&Store<K>, NotSynced> {
+        if self.is_ready() {
+            return Ok(&self.store);
+        }
+        let error = self.last_error.lock().expect("cache error lock").clone();
+        Err(NotSynced {
+            resource: K::plural(&K::DynamicType::default()).to_string(),
+            error,
+        })
+    }
+}
+
+/// A cache that holds no complete list yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotSynced {
+    /// The resource, e.g. `persistentvolumeclaims`.
+    pub resource: String,
+    /// The last error of its watch, if it failed (e.g. 403 Forbidden).
+    pub error: Option<String>,
+}
+
+/// The object `name` in `namespace` from `store`.
+pub fn cached<K>(store: &Store<K>, namespace: &str, name: &str) -> Option<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    store
+        .get(&ObjectRef::new(name).within(namespace))
+        .map(|o| (*o).clone())
+}
+
+/// The names of the pods of each VLLMService (by namespace and the pods'
+/// instance label), kept up to date by the pod watch, so that a reconcile
+/// looks up its own pods instead of scanning every pod.
+#[derive(Clone, Default)]
+pub struct PodIndex(Arc<RwLock<IndexState>>);
+
+#[derive(Default)]
+struct IndexState {
+    by_service: HashMap<(String, String), BTreeSet<String>>,
+    /// The index being rebuilt during a re-list, swapped in at its end.
+    relisting: Option<HashMap<(String, String), BTreeSet<String>>>,
+}
+
+fn pod_key(pod: &Pod) -> Option<((String, String), String)> {
+    let ns = pod.namespace()?;
+    let instance = names::instance_of(pod.labels())?.to_string();
+    Some(((ns, instance), pod.name_any()))
+}
+
+impl PodIndex {
+    /// Applies one event of the pod watch.
+    pub fn saw(&self, event: &Result<watcher::Event<Pod>, watcher::Error>) {
+        let Ok(event) = event else { return };
+        let mut s = self.0.write().expect("pod index lock");
+        match event {
+            watcher::Event::Apply(pod) => {
+                // A pod's labels can change: drop it from every other entry first.
+                let name = pod.name_any();
+                let ns = pod.namespace();
+                for (k, pods) in s.by_service.iter_mut() {
+                    if Some(&k.0) == ns.as_ref() {
+                        pods.remove(&name);
+                    }
+                }
+                if let Some((key, name)) = pod_key(pod) {
+                    s.by_service.entry(key).or_default().insert(name);
+                }
+                s.by_service.retain(|_, pods| !pods.is_empty());
+            }
+            watcher::Event::Delete(pod) => {
+                if let Some((key, name)) = pod_key(pod)
+                    && let Some(pods) = s.by_service.get_mut(&key)
+                {
+                    pods.remove(&name);
+                    if pods.is_empty() {
+                        s.by_service.remove(&key);
+                    }
+                }
+            }
+            watcher::Event::Init => s.relisting = Some(HashMap::new()),
+            watcher::Event::InitApply(pod) => {
+                if let (Some((key, name)), Some(next)) = (pod_key(pod), s.relisting.as_mut()) {
+                    next.entry(key).or_default().insert(name);
+                }
+            }
+            watcher::Event::InitDone => {
+                if let Some(next) = s.relisting.take() {
+                    s.by_service = next;
+                }
+            }
+        }
+    }
+
+    /// The names of the pods of VLLMService `name` in `namespace`.
+    pub fn pods_of(&self, namespace: &str, name: &str) -> Vec<String> {
+        let s = self.0.read().expect("pod index lock");
+        s.by_service
+            .get(&(namespace.to_string(), name.to_string()))
+            .map(|p| p.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+impl Context {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        client: Client,
+        metrics: Arc<Metrics>,
+        reporter: Reporter,
+        resync: Duration,
+        namespace: Option<String>,
+        apis: Apis,
+        services: Store<DeserializeGuard<VLLMService>>,
+        caches: Caches,
+    ) -> Self {
+        let recorder = Recorder::new(client.clone(), reporter);
+        Context {
+            client,
+            apis,
+            namespace,
+            services,
+            caches,
+            metrics,
+            recorder,
+            resync,
+            failures: Mutex::default(),
+            written: Mutex::default(),
+        }
+    }
+
+    /// `vs` with the status it has now: the cached copy, unless this operator has
+    /// written a status the cache does not show yet (the watch event of its own
+    /// write can arrive after the next reconcile started). Comparing with the stale
+    /// copy would write the same status again and repeat its events.
+    pub fn latest<'a>(&self, vs: &'a VLLMService) -> std::borrow::Cow<'a, VLLMService> {
+        let key = ObjectRef::new(&vs.name_any()).within(&vs.namespace().unwrap_or_default());
+        let mut written = self.written.lock().expect("written lock");
+        match written.get(&key) {
+            Some(w)
+                if Some(&w.uid) == vs.metadata.uid.as_ref()
+                    && w.based_on == vs.metadata.resource_version =>
+            {
+                let mut latest = vs.clone();
+                latest.status = Some(w.status.clone());
+                std::borrow::Cow::Owned(latest)
+            }
+            Some(_) => {
+                // The cache has caught up (or the object was replaced).
+                written.remove(&key);
+                std::borrow::Cow::Borrowed(vs)
+            }
+            None => std::borrow::Cow::Borrowed(vs),
+        }
+    }
+
+    /// Remembers a status written for `vs` (the copy the write was based on).
+    pub fn wrote_status(&self, vs: &VLLMService, status: &VLLMServiceStatus) {
+        let key = ObjectRef::new(&vs.name_any()).within(&vs.namespace().unwrap_or_default());
+        let mut written = self.written.lock().expect("written lock");
+        // Entries of deleted objects are dropped now and then.
+        if written.len() > 2 * self.services.state().len() + 64 {
+            written.retain(|k, _| self.services.get(k).is_some());
+        }
+        written.insert(
+            key,
+            Written {
+                uid: vs.metadata.uid.clone().unwrap_or_default(),
+                based_on: vs.metadata.resource_version.clone(),
+                status: status.clone(),
+            },
+        );
+    }
+
+    /// Counts a failed reconcile of `obj`; returns how many in a row.
+    pub fn failed(&self, obj: ObjectRef<DeserializeGuard<VLLMService>>) -> u32 {
+        let mut f = self.failures.lock().expect("failures lock");
+        let n = f.entry(obj).or_default();
+        *n = n.saturating_add(1);
+        *n
+    }
+
+    pub fn succeeded(&self, obj: &ObjectRef<DeserializeGuard<VLLMService>>) {
+        self.failures.lock().expect("failures lock").remove(obj);
+    }
+}
+
+/// Exponential backoff: 1s, 2s, 4s ... capped at 256s.
+pub fn backoff(failures: u32) -> Duration {
+    Duration::from_secs(1u64 << failures.saturating_sub(1).min(8)).min(Duration::from_secs(300))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn backoff_doubles_and_is_capped() {
+        assert_eq!(backoff(1), Duration::from_secs(1));
+        assert_eq!(backoff(2), Duration::from_secs(2));
+        assert_eq!(backoff(5), Duration::from_secs(16));
+        assert_eq!(backoff(40), Duration::from_secs(256));
+        assert_eq!(backoff(u32::MAX), Duration::from_secs(256));
+    }
+
+    fn pod(ns: &str, name: &str, instance: Option<&str>) -> Pod {
+        let mut labels = json!({});
+        if let Some(i) = instance {
+            labels = json!({names::NAME_LABEL: names::NAME_VALUE, names::INSTANCE_LABEL: i});
+        }
+        serde_json::from_value(
+            json!({"metadata": {"name": name, "namespace": ns, "labels": labels}}),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn pod_index_follows_applies_deletes_relabels_and_relists() {
+        let idx = PodIndex::default();
+        let ev = |e| idx.saw(&Ok(e));
+        ev(watcher::Event::Apply(pod("a", "p1", Some("qwen"))));
+        ev(watcher::Event::Apply(pod("a", "p2", Some("qwen"))));
+        ev(watcher::Event::Apply(pod("b", "p1", Some("qwen"))));
+        assert_eq!(idx.pods_of("a", "qwen"), ["p1", "p2"]);
+        assert_eq!(idx.pods_of("b", "qwen"), ["p1"]);
+        // Relabelled away from the service.
+        ev(watcher::Event::Apply(pod("a", "p2", None)));
+        assert_eq!(idx.pods_of("a", "qwen"), ["p1"]);
+        ev(watcher::Event::Delete(pod("a", "p1", Some("qwen"))));
+        assert!(idx.pods_of("a", "qwen").is_empty());
+        // A re-list replaces everything at its end.
+        ev(watcher::Event::Init);
+        ev(watcher::Event::InitApply(pod("c", "p9", Some("llama"))));
+        assert_eq!(
+            idx.pods_of("b", "qwen"),
+            ["p1"],
+            "old index until the list is done"
+        );
+        ev(watcher::Event::InitDone);
+        assert!(idx.pods_of("b", "qwen").is_empty());
+        assert_eq!(idx.pods_of("c", "llama"), ["p9"]);
+    }
+}
