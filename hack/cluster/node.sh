@@ -303,7 +303,9 @@ EOF
 # One line naming the component and its log, then everything made is removed.
 node_fail() { # name why [log]
   local name=$1 why=$2 log=${3:-$dir/logs/$1.log}
-  local last; last=$(grep -v '^\s*$' "$log" 2>/dev/null | grep -iE 'error|fail|fatal|no such|denied' | tail -n1 | cut -c1-300)
+  local last
+  last=$(grep -iE 'error|fail|fatal|no such|denied|not found' "$log" 2>/dev/null | tail -n1 | cut -c1-300 || true)
+  [ -n "$last" ] || last=$(grep -v '^[[:space:]]*$' "$log" 2>/dev/null | tail -n1 | cut -c1-300 || true)
   echo "local-cluster: error: $name $why${last:+ (\"$last\")}; log: $log" >&2
   teardown
   exit 1
