@@ -228,6 +228,7 @@ up() {
   slot_claim
   net_up
   make_pki
+  make_node_pki  # the API server's kubelet client certificate is needed without a real node too
   local pki=$dir/pki
   local etcd_port etcd_peer api_port kcm_port sched_port kwok_port
   etcd_port=$(free_port); etcd_peer=$(free_port); api_port=$(free_port)
