@@ -20,7 +20,26 @@ pub const CRD_REGENERATE_COMMAND: &str =
 
 /// The VLLMService CustomResourceDefinition, as installed in a cluster.
 pub fn crd() -> CustomResourceDefinition {
-    VLLMService::crd()
+    let mut crd = VLLMService::crd();
+    for version in &mut crd.spec.versions {
+        let Some(schema) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        else {
+            continue;
+        };
+        // Rules on metadata.name can only sit at the root of the schema.
+        let rules = schema.x_kubernetes_validations.get_or_insert_with(Vec::new);
+        rules.push(
+            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::ValidationRule {
+                rule: rules::NAME_CEL.into(),
+                message: Some(rules::messages::NAME.into()),
+                ..Default::default()
+            },
+        );
+    }
+    crd
 }
 
 /// [`crd`] as YAML, with a header saying it is generated.

@@ -359,7 +359,16 @@ pub const RELATIVE_PATH_CEL: &str = "!self.startsWith('/') && self != '..' && !s
 pub const ABSOLUTE_PATH_CEL: &str = "self.startsWith('/')";
 
 /// The messages of the CEL rules; [`crate::validate::validate`] reports the same words.
+/// `metadata.name`: a DNS-1035 label, because the Service is named after the VLLMService (a
+/// root-level rule: only there can CEL see `metadata.name`).
+pub const NAME_CEL: &str =
+    "size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')";
+
 pub mod messages {
+    /// `metadata.name`.
+    pub const NAME: &str = "metadata.name must be a DNS-1035 label (at most 63 lowercase \
+                            letters, digits and '-', starting with a letter and ending with a \
+                            letter or digit), because the Service is named after the VLLMService";
     /// `storage.mountPath`.
     pub const MOUNT_PATH: &str = "storage.mountPath must be an absolute path (start with '/')";
     /// `storage.subPath`.

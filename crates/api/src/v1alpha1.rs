@@ -12,7 +12,8 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, EnvVar, LocalObjectReference, ResourceRequirements, Toleration,
+    Affinity, EnvVar, LocalObjectReference, PodSecurityContext, ResourceRequirements,
+    SecurityContext, Toleration,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -226,6 +227,18 @@ pub struct VLLMServiceSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(transform = schema::size)]
     pub shm_size: Option<Quantity>,
+
+    /// Security settings of the vLLM pods, e.g. runAsNonRoot, runAsUser and fsGroup for an
+    /// image that runs vLLM as a non-root user. Unless set here, the operator uses the
+    /// RuntimeDefault seccomp profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_security_context: Option<PodSecurityContext>,
+
+    /// Security settings of the vllm container. The operator's defaults, which pass the
+    /// baseline and restricted Pod Security Standards: allowPrivilegeEscalation false and all
+    /// capabilities dropped; a field set here wins over its default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_context: Option<SecurityContext>,
 }
 
 fn default_replicas() -> i32 {

@@ -71,9 +71,9 @@ fn check(vllm: &VLLMService) -> Result<(), InvalidSpec> {
         None | Some("") => errors.push("metadata.name", "must be set"),
         Some(name) if !is_dns1035_label(name) => errors.push(
             "metadata.name",
-            "must be a DNS-1035 label (at most 63 lowercase letters, digits and '-', starting \
-             with a letter and ending with a letter or digit), because the Service is named \
-             after the VLLMService",
+            messages::NAME
+                .strip_prefix("metadata.name ")
+                .expect("the message names the field"),
         ),
         Some(_) => {}
     }

@@ -240,6 +240,37 @@ async fn every_invalid_case_is_rejected_by_the_api_server_naming_its_field() {
     assert!(checked >= 25, "only {checked} invalid cases checked");
 }
 
+#[tokio::test]
+async fn a_name_that_cannot_name_the_service_is_rejected_at_create_with_the_rule() {
+    let (ns, api) = setup("api-name").await;
+    let example = common::read_yaml("examples/qwen-demo.yaml");
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    // A valid object name (DNS subdomain) that is not a DNS-1035 label.
+    for bad in ["qwen2.5-instruct", "1-qwen", "qwen.demo"] {
+        let mut object = example.clone();
+        object["metadata"]["name"] = json!(bad);
+        match api.create(&dry_run, &in_namespace(object, &ns.name)).await {
+            Ok(_) => panic!("{bad}: accepted, but a Service cannot be named so"),
+            Err(kube::Error::Api(status)) => assert!(
+                status
+                    .message
+                    .contains("metadata.name must be a DNS-1035 label"),
+                "{bad}: rejected without naming the rule: {}",
+                status.message
+            ),
+            Err(e) => panic!("{bad}: request failed: {e}"),
+        }
+    }
+    let mut object = example;
+    object["metadata"]["name"] = json!("qwen2-5-instruct");
+    api.create(&dry_run, &in_namespace(object, &ns.name))
+        .await
+        .expect("a DNS-1035 label is accepted");
+}
+
 /// A spec's fields the operator copies into the Deployment and the HTTPRoute: edge cases
 /// around every rule that keeps the CRD from accepting what those refuse, with quantity
 /// spellings kube-cel cannot judge offline (`1.0`, `1000m`, 19 digits, `Ei`).

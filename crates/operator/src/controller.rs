@@ -531,6 +531,7 @@ async fn reconcile_guarded(
 ) -> Result<Action, Error> {
     let started = Instant::now();
     ctx.metrics.reconciles.inc();
+    ctx.metrics.reconciles_in_flight.inc();
     ctx.metrics
         .managed_objects
         .set(ctx.services.state().len() as i64);
@@ -552,6 +553,7 @@ async fn reconcile_guarded(
     ctx.metrics
         .reconcile_duration
         .observe(started.elapsed().as_secs_f64());
+    ctx.metrics.reconciles_in_flight.dec();
     if result.is_ok() {
         ctx.succeeded(&ObjectRef::from_obj(obj.as_ref()));
     }

@@ -29,6 +29,8 @@ pub struct ErrorLabels {
 /// Every series the operator exports.
 pub struct Metrics {
     pub reconciles: Counter,
+    /// Reconciles running right now.
+    pub reconciles_in_flight: Gauge,
     pub reconcile_errors: Family<ErrorLabels, Counter>,
     pub reconcile_duration: Histogram,
     pub writes: Family<WriteLabels, Counter>,
@@ -42,6 +44,7 @@ pub struct Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         let reconciles = Counter::default();
+        let reconciles_in_flight = Gauge::default();
         let reconcile_errors = Family::<ErrorLabels, Counter>::default();
         let reconcile_duration = Histogram::new([
             0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
@@ -54,6 +57,11 @@ impl Default for Metrics {
             "reconciles",
             "Reconciles run, by any outcome",
             reconciles.clone(),
+        );
+        registry.register(
+            "reconciles_in_flight",
+            "Reconciles running right now",
+            reconciles_in_flight.clone(),
         );
         registry.register(
             "reconcile_errors",
@@ -82,6 +90,7 @@ impl Default for Metrics {
         );
         Metrics {
             reconciles,
+            reconciles_in_flight,
             reconcile_errors,
             reconcile_duration,
             writes,

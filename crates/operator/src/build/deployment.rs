@@ -6,9 +6,9 @@ use k8s_openapi::{
     api::{
         apps::v1::{Deployment, DeploymentSpec},
         core::v1::{
-            Container, ContainerPort, EmptyDirVolumeSource, HTTPGetAction,
-            PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec, Probe as CoreProbe,
-            Volume, VolumeMount,
+            Capabilities, Container, ContainerPort, EmptyDirVolumeSource, HTTPGetAction,
+            PersistentVolumeClaimVolumeSource, PodSecurityContext, PodSpec, PodTemplateSpec,
+            Probe as CoreProbe, SeccompProfile, SecurityContext, Volume, VolumeMount,
         },
     },
     apimachinery::pkg::{
@@ -90,6 +90,40 @@ fn non_empty_vec<T: Clone>(v: &[T]) -> Option<Vec<T>> {
     (!v.is_empty()).then(|| v.to_vec())
 }
 
+/// The container's security settings: the user's, with what they leave unset
+/// defaulted so that the pod passes the baseline and restricted Pod Security
+/// Standards (no privilege escalation, no capabilities).
+fn container_security(vs: &Valid<'_>) -> SecurityContext {
+    let mut sc = vs.spec.security_context.clone().unwrap_or_default();
+    // A privileged container escalates by definition; the API server refuses both together.
+    if sc.privileged != Some(true) {
+        sc.allow_privilege_escalation.get_or_insert(false);
+    }
+    sc.capabilities.get_or_insert_with(|| Capabilities {
+        drop: Some(vec!["ALL".into()]),
+        ..Capabilities::default()
+    });
+    sc
+}
+
+/// The pod's security settings: the user's, with the RuntimeDefault seccomp
+/// profile unless the pod or the container chose one.
+fn pod_security(vs: &Valid<'_>) -> PodSecurityContext {
+    let mut psc = vs.spec.pod_security_context.clone().unwrap_or_default();
+    let container_chose = vs
+        .spec
+        .security_context
+        .as_ref()
+        .is_some_and(|c| c.seccomp_profile.is_some());
+    if !container_chose {
+        psc.seccomp_profile.get_or_insert_with(|| SeccompProfile {
+            type_: "RuntimeDefault".into(),
+            ..SeccompProfile::default()
+        });
+    }
+    psc
+}
+
 /// The Deployment for `vs`.
 pub fn deployment(vs: &Valid<'_>) -> Deployment {
     let s = &vs.spec;
@@ -125,6 +159,7 @@ pub fn deployment(vs: &Valid<'_>) -> Deployment {
         startup_probe: probe(&s.startup_probe, s.startup_probe.enabled != Some(false)),
         readiness_probe: probe(&s.readiness_probe, s.readiness_probe.enabled != Some(false)),
         liveness_probe: probe(&s.liveness_probe, s.liveness_probe.enabled == Some(true)),
+        security_context: Some(container_security(vs)),
         ..Container::default()
     };
     let pod = PodSpec {
@@ -165,6 +200,9 @@ pub fn deployment(vs: &Valid<'_>) -> Deployment {
         affinity: s.affinity.clone(),
         image_pull_secrets: non_empty_vec(&s.image_pull_secrets),
         service_account_name: set(&s.service_account_name),
+        // vLLM needs no access to the Kubernetes API.
+        automount_service_account_token: Some(false),
+        security_context: Some(pod_security(vs)),
         ..PodSpec::default()
     };
     Deployment {

@@ -194,9 +194,8 @@ impl Env {
     /// asserts the operator sent no write at all. (Not the Deployment: a change of
     /// its annotations bumps its generation and starts a real, if empty, rollout.)
     pub async fn assert_idle_reconcile_writes_nothing(&self, name: &str) {
-        tokio::time::sleep(Duration::from_secs(2)).await;
         let metrics = &self.operator.metrics;
-        let (writes, reconciles) = (metrics.write_total(), metrics.reconciles.get());
+        let (writes, reconciles) = metrics.quiet_counts().await;
         let before = metrics.writes_by_kind();
         self.api::<k8s_openapi::api::core::v1::Service>()
             .patch(
@@ -206,17 +205,37 @@ impl Env {
             )
             .await
             .expect("annotation patch accepted");
-        testkit::wait_until(WAIT, "a reconcile after the annotation", || async {
-            (metrics.reconciles.get() > reconciles).then_some(())
-        })
+        testkit::wait_until(
+            WAIT,
+            "a reconcile after the annotation, finished",
+            || async {
+                (metrics.reconciles.get() > reconciles && metrics.reconciles_in_flight.get() == 0)
+                    .then_some(())
+            },
+        )
         .await;
-        tokio::time::sleep(Duration::from_secs(2)).await;
         assert_eq!(
             metrics.write_total(),
             writes,
             "writes after an unrelated annotation: {:?}, before it: {before:?}",
             metrics.writes_by_kind()
         );
+    }
+}
+
+/// Counts of an operator's metrics once no reconcile runs.
+pub trait QuietCounts {
+    /// (writes, reconciles) once no reconcile is in flight.
+    fn quiet_counts(&self) -> impl std::future::Future<Output = (u64, u64)>;
+}
+
+impl QuietCounts for Metrics {
+    async fn quiet_counts(&self) -> (u64, u64) {
+        testkit::wait_until(WAIT, "no reconcile in flight", || async {
+            (self.reconciles_in_flight.get() == 0)
+                .then(|| (self.write_total(), self.reconciles.get()))
+        })
+        .await
     }
 }
 
