@@ -3,8 +3,6 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::{Env, Operator, WAIT, condition, gpu_service, is_available};
 use k8s_openapi::api::{
     apps::v1::Deployment,
@@ -284,11 +282,15 @@ async fn service_becomes_available_follows_changes_and_is_quiet_when_idle() {
     // A restarted operator re-reconciles everything and writes nothing.
     let old = std::mem::replace(&mut env.operator, Operator::start(&env.ns.name).await);
     old.stop().await;
-    wait_until(WAIT, "the restarted operator to reconcile", || async {
-        (env.operator.metrics.reconciles.get() >= 1).then_some(())
-    })
+    wait_until(
+        WAIT,
+        "the restarted operator to reconcile, and finish",
+        || async {
+            let m = &env.operator.metrics;
+            (m.reconciles.get() >= 1 && m.reconciles_in_flight.get() == 0).then_some(())
+        },
+    )
     .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(
         env.operator.metrics.write_total(),
         0,
@@ -405,10 +407,21 @@ async fn a_foreign_deployment_with_the_same_name_is_left_alone_and_reported() {
 
     // Deleting the VLLMService does not take the foreign Deployment with it.
     env.api::<VLLMService>()
-        .delete("taken", &DeleteParams::default())
+        .delete("taken", &DeleteParams::foreground())
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Foreground deletion: gone only once the garbage collector has dealt with
+    // every object that names the VLLMService as its owner.
+    wait_until(WAIT, "the VLLMService to be gone", || async {
+        let gone = env
+            .api::<VLLMService>()
+            .get_opt("taken")
+            .await
+            .ok()?
+            .is_none();
+        gone.then_some(())
+    })
+    .await;
     let after = env.api::<Deployment>().get("taken").await.unwrap();
     assert_eq!(
         after.metadata.generation, foreign.metadata.generation,

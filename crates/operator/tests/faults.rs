@@ -27,7 +27,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{Operator, condition, gpu_service, is_available};
+use common::{Operator, QuietCounts, condition, gpu_service, is_available};
 use futures::StreamExt;
 use gateway_api::apis::standard::httproutes::HttpRoute;
 use k8s_openapi::api::{
@@ -614,7 +614,7 @@ async fn operator_crash_mid_convergence_loses_nothing() {
         }
         Err(left) => report.details.push(format!("not converged: {left:?}")),
     }
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    operator.metrics.quiet_counts().await;
     report.add_audit(&audit(&fx.client, &fx.ns, &all).await);
     let regressions = generations.regressions();
     report.regressed = regressions.len();
@@ -1256,7 +1256,20 @@ async fn foreign_objects_of_every_child_kind_are_never_modified_or_deleted() {
         .await;
     }
     // Let the Deployment controller annotate its Deployment, then take the fingerprints.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let deployments = fx.api::<Deployment>();
+    wait_until(
+        common::WAIT,
+        "the Deployment controller's revision annotation",
+        || async {
+            let d = deployments.get("taken").await.ok()?;
+            let seen = d.status.as_ref()?.observed_generation == d.metadata.generation;
+            (seen
+                && d.annotations()
+                    .contains_key("deployment.kubernetes.io/revision"))
+            .then_some(())
+        },
+    )
+    .await;
     for (_, api, _) in &objects {
         before.push(fingerprint(&api.get("taken").await.unwrap()));
     }
@@ -1277,7 +1290,7 @@ async fn foreign_objects_of_every_child_kind_are_never_modified_or_deleted() {
         vs.status.as_ref().and_then(|s| s.observed_generation) == Some(2)
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    operator.metrics.quiet_counts().await;
     let mut report = Report::new("4. foreign objects", objects.len());
     let check = |phase: &str, report: &mut Report, live: Vec<Option<DynamicObject>>| {
         for (((kind, _, _), before), live) in objects.iter().zip(&before).zip(live) {
@@ -1335,7 +1348,9 @@ async fn foreign_objects_of_every_child_kind_are_never_modified_or_deleted() {
             .then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Foreground deletion: the VLLMService is gone only after the garbage collector
+    // has dealt with everything that names it as owner, so nothing can follow.
+    operator.metrics.quiet_counts().await;
     let mut live = Vec::new();
     for (_, api, _) in &objects {
         live.push(api.get_opt("taken").await.unwrap());
@@ -2644,7 +2659,7 @@ async fn no_secret_value_appears_in_events_or_status() {
     })
     .await;
     let took = started.elapsed();
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    operator.metrics.quiet_counts().await;
 
     let mut report = Report::new("7b. secrets in events/status", 3);
     let events = fx

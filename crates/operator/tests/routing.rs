@@ -317,6 +317,64 @@ async fn without_optional_apis_the_service_reports_them_and_converges_once_insta
         Some("chat")
     );
 
+    // Monitoring does not gate serving: without the Prometheus Operator's CRDs a
+    // monitored service (its PVC bound, no gatewayRef) is Running, and says what is
+    // missing in MonitoringReady and Degraded.
+    let pv: k8s_openapi::api::core::v1::PersistentVolume = serde_json::from_value(json!({
+        "metadata": {"name": "rt-late-models"},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadOnlyMany"],
+                 "storageClassName": "static-models", "hostPath": {"path": "/data/models"},
+                 "claimRef": {"namespace": ns, "name": "models"}}
+    }))
+    .unwrap();
+    Api::all(client.clone())
+        .create(&PostParams::default(), &pv)
+        .await
+        .unwrap();
+    let pvc: k8s_openapi::api::core::v1::PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "models"},
+        "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "static-models",
+                 "resources": {"requests": {"storage": "1Gi"}}}
+    }))
+    .unwrap();
+    Api::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &pvc)
+        .await
+        .unwrap();
+    let mut monitored = gpu_service("watched", "models");
+    monitored["spec"]["monitoring"] = json!({"enabled": true});
+    let monitored: VLLMService = serde_json::from_value(monitored).unwrap();
+    services
+        .create(&PostParams::default(), &monitored)
+        .await
+        .unwrap();
+    let vs = wait_until(
+        common::WAIT,
+        "watched Running without monitoring CRDs",
+        || async {
+            let vs = services.get("watched").await.ok()?;
+            let running = vs.status.as_ref()?.phase == Some(vllmservice_api::Phase::Running);
+            (running && common::is_available(&vs)).then_some(vs)
+        },
+    )
+    .await;
+    let monitoring = condition(&vs, "MonitoringReady").unwrap();
+    assert_eq!(
+        (monitoring.0.as_str(), monitoring.1.as_str()),
+        ("False", "APINotInstalled"),
+        "{monitoring:?}"
+    );
+    let degraded = condition(&vs, "Degraded").unwrap();
+    assert_eq!(
+        (degraded.0.as_str(), degraded.1.as_str()),
+        ("True", "APINotInstalled"),
+        "{degraded:?}"
+    );
+    assert!(
+        degraded.2.contains("servicemonitors.monitoring.coreos.com"),
+        "{degraded:?}"
+    );
+
     cluster.install_gateway_api_crds();
     let gateways: Api<Gateway> = Api::namespaced(client.clone(), ns);
     wait_until(common::WAIT, "the Gateway API to be served", || async {

@@ -153,7 +153,17 @@ pub fn kubectl_ok(args: &[&str]) -> String {
 /// Applies every CRD under `config/crd/` (server-side) and waits until they
 /// are established. Safe to call from many tests at once.
 pub fn install_crds() {
-    install_crds_on(cluster().kubeconfig());
+    static DONE: Mutex<bool> = Mutex::new(false);
+    once_per_process(&DONE, || install_crds_on(cluster().kubeconfig()));
+}
+
+/// This project's CRDs and the optional ones it works with (Gateway API,
+/// Prometheus Operator), once per test process: what a test on the shared
+/// cluster may assume, whichever test runs first.
+pub fn install_all_crds() {
+    install_crds();
+    install_gateway_api_crds();
+    install_prometheus_crds();
 }
 
 fn install_crds_on(kubeconfig: &Path) {
@@ -170,16 +180,37 @@ fn install_crds_on(kubeconfig: &Path) {
             dir,
         ],
     );
-    kubectl_ok_on(
-        kubeconfig,
-        &[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "-f",
-            dir,
-        ],
-    );
+    wait_established(kubeconfig, dir);
+}
+
+/// `kubectl wait --for=condition=Established` on the CRDs in `path`, again while
+/// it fails only because a CRD just created has no status conditions yet
+/// (".status.conditions accessor error").
+fn wait_established(kubeconfig: &Path, path: &str) {
+    let args = [
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "-f",
+        path,
+    ];
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = kubectl_command(kubeconfig)
+            .args(args)
+            .output()
+            .expect("kubectl runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if out.status.success() {
+            return;
+        }
+        assert!(
+            stderr.contains("accessor error") && std::time::Instant::now() < deadline,
+            "kubectl {} failed: {stderr}",
+            args.join(" ")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// Installs the Gateway API standard channel CRDs (the version pinned in
@@ -513,4 +544,114 @@ pub fn service_account_kubeconfig(ns: &str, name: &str) -> PathBuf {
     );
     std::fs::write(&path, body).expect("write service-account kubeconfig");
     path
+}
+
+/// The shared cluster's real node (`real-node-0`, hack/cluster/node.sh), once
+/// it is Ready and advertises `nvidia.com/gpu`. Panics with the reason when the
+/// cluster runs without one (a test never skips).
+pub fn require_real_node() -> &'static str {
+    const NODE: &str = "real-node-0";
+    let out = kubectl(&[
+        "get",
+        "node",
+        NODE,
+        "-o",
+        "jsonpath={.status.conditions[?(@.type==\"Ready\")].status} {.status.allocatable.nvidia\\.com/gpu}",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(
+        out.status.success(),
+        "the shared cluster has no real node {NODE} ({}): start the cluster with one \
+         (hack/cluster/cluster.sh up without --real-nodes 0 / VLLM_CLUSTER_REAL_NODES=0); \
+         see docs/local-cluster.md",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    let mut parts = text.split_whitespace();
+    let (ready, gpus) = (parts.next(), parts.next());
+    assert_eq!(
+        ready,
+        Some("True"),
+        "the real node {NODE} is not Ready ({text:?}); see target/cluster/logs/kubelet.log"
+    );
+    assert!(
+        gpus.is_some_and(|g| g != "0"),
+        "the real node {NODE} advertises no nvidia.com/gpu ({text:?}); see target/cluster/logs/gpu-advertiser.log"
+    );
+    NODE
+}
+
+/// A copy of the fake model (`config/samples/fake-model`) at
+/// `<dir>/<model>/config.json`, world-readable and -writable so that only a
+/// read-only mount stops a container's writes. Returns `<dir>` (for a hostPath
+/// PersistentVolume; the kubelet shares the host's mount namespace).
+pub fn fake_model_dir(dir: &Path, model: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let target = dir.join(model);
+    std::fs::create_dir_all(&target).expect("model directory");
+    std::fs::copy(
+        repo_root().join("config/samples/fake-model/config.json"),
+        target.join("config.json"),
+    )
+    .expect("copy the fake model");
+    for (p, mode) in [
+        (dir.to_path_buf(), 0o777),
+        (target.clone(), 0o777),
+        (target.join("config.json"), 0o644),
+    ] {
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    }
+    dir.to_path_buf()
+}
+
+/// One HTTP/1.1 request to `addr` (`ip:port`), with `Connection: close`;
+/// returns the status code and the body (de-chunked). For ClusterIPs and
+/// pod IPs of the local cluster, reachable from the host.
+pub fn http_request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    json_body: Option<&str>,
+) -> std::io::Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let sock: std::net::SocketAddr = addr
+        .parse()
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let mut s = std::net::TcpStream::connect_timeout(&sock, Duration::from_secs(2))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let body = json_body.unwrap_or("");
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string());
+    let (head, rest) = raw
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| bad("no header end"))?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| bad("no status code"))?;
+    let chunked = head.lines().any(|l| {
+        l.to_ascii_lowercase()
+            .starts_with("transfer-encoding: chunked")
+    });
+    if !chunked {
+        return Ok((status, rest.to_string()));
+    }
+    let mut out = String::new();
+    let mut rest = rest;
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).map_err(|_| bad("bad chunk size"))?;
+        if n == 0 || after.len() < n {
+            break;
+        }
+        out.push_str(&after[..n]);
+        rest = after[n..].trim_start_matches("\r\n");
+    }
+    Ok((status, out))
 }

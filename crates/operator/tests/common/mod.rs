@@ -97,7 +97,7 @@ pub struct Env {
 
 impl Env {
     pub async fn new(prefix: &str) -> Env {
-        testkit::install_crds();
+        testkit::install_all_crds();
         let client = testkit::client().await;
         let ns = TestNamespace::new(&client, prefix).await;
         let operator = Operator::start(&ns.name).await;
