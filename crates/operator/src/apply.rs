@@ -13,8 +13,6 @@
 
 use std::fmt::Debug;
 
-use gateway_api::apis::standard::httproutes::HttpRoute;
-use k8s_openapi::api::{apps::v1::Deployment, core::v1::Service};
 use kube::{
     Api, Resource, ResourceExt,
     api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions},
@@ -24,13 +22,12 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use vllmservice_api::VLLMService;
 
+pub use crate::done::{Done, Outcome};
 use crate::{
     build::{Desired, Want},
     context::Context,
     error::Result,
     events,
-    prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor},
-    route::Resolution,
     seen::Seen,
 };
 
@@ -56,44 +53,6 @@ pub enum Deleted {
     Absent,
     /// A same-named object exists that this VLLMService does not control; left alone.
     Foreign,
-}
-
-/// What the apply step left of one child.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Outcome<K> {
-    /// Ours, as it is now (created, updated or unchanged).
-    Live(K),
-    /// A same-named object someone else controls; not touched.
-    Foreign,
-    /// Not wanted, and none of ours exists (any more).
-    Absent,
-    /// Its API is not installed.
-    Untouched,
-}
-
-impl<K> Outcome<K> {
-    pub fn live(&self) -> Option<&K> {
-        match self {
-            Outcome::Live(k) => Some(k),
-            _ => None,
-        }
-    }
-
-    pub fn is_foreign(&self) -> bool {
-        matches!(self, Outcome::Foreign)
-    }
-}
-
-/// What the apply step did to every child.
-#[derive(Debug, Clone)]
-pub struct Done {
-    /// Where `spec.gatewayRef` led (decided by the build step).
-    pub resolution: Resolution,
-    pub deployment: Outcome<Deployment>,
-    pub service: Outcome<Service>,
-    pub route: Outcome<HttpRoute>,
-    pub monitor: Outcome<ServiceMonitor>,
-    pub rule: Outcome<PrometheusRule>,
 }
 
 /// Writes every child of `vs` that differs from `want`, deletes the optional

@@ -41,7 +41,7 @@ use crate::{
     health::Health,
     metrics::Metrics,
     names,
-    optional::Apis,
+    optional::{self, Apis},
     reconcile,
     route::Target,
 };
@@ -135,10 +135,36 @@ async fn run_until_stopped(
     }
 }
 
+/// Reads the optional APIs' CRDs (each with a list by name: the operator may list
+/// and watch CRDs, nothing more); an API counts as installed when all its CRDs
+/// are Established.
+async fn discover_apis(client: &Client) -> kube::Result<Apis> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut established = Vec::new();
+    for name in optional::GATEWAY_CRDS
+        .iter()
+        .chain(&optional::PROMETHEUS_CRDS)
+    {
+        let by_name = kube::api::ListParams::default().fields(&format!("metadata.name={name}"));
+        let crd = crds.list(&by_name).await?.items.into_iter().next();
+        let ok = crd.is_some_and(|crd| {
+            crd.status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        });
+        if ok {
+            established.push(name.to_string());
+        }
+    }
+    Ok(Apis::from_established(&established))
+}
+
 async fn discover_until_ok(client: &Client) -> Apis {
     let mut failures = 0;
     loop {
-        match Apis::discover(client).await {
+        match discover_apis(client).await {
             Ok(apis) => return apis,
             Err(e) => {
                 failures += 1;
@@ -176,7 +202,7 @@ async fn apis_changed(client: Client, current: Apis) {
             ) => continue,
             Err(e) => {
                 tracing::warn!(error = %e, "lost the connection to the API server");
-                while Apis::discover(&client).await.is_err() {
+                while discover_apis(&client).await.is_err() {
                     tokio::time::sleep(Duration::from_secs(1)).await;
                 }
                 tracing::info!("the API server is reachable again");
@@ -187,7 +213,7 @@ async fn apis_changed(client: Client, current: Apis) {
         if !Apis::is_relevant(&crd.name_any()) {
             continue;
         }
-        if let Ok(now) = Apis::discover(&client).await
+        if let Ok(now) = discover_apis(&client).await
             && now != current
         {
             tracing::info!("optional APIs changed");

@@ -1,10 +1,7 @@
 //! The Gateway API and the Prometheus Operator are optional in the cluster.
 //! Which of them is installed is read from their CRDs; the controller watches
 //! the CRDs and rebuilds its watches when that changes, so installing one
-//! later needs no operator restart.
-
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::{Api, Client};
+//! later needs no operator restart. Pure: the CRDs are read by the controller.
 
 /// CRDs of the Gateway API the operator uses.
 pub const GATEWAY_CRDS: [&str; 2] = [
@@ -25,29 +22,13 @@ pub struct Apis {
 }
 
 impl Apis {
-    /// Reads the CRDs. An API counts as installed when all its CRDs are Established.
-    pub async fn discover(client: &Client) -> kube::Result<Apis> {
-        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        let mut established = Vec::new();
-        for name in GATEWAY_CRDS.iter().chain(&PROMETHEUS_CRDS) {
-            let ok = crds.get_opt(name).await?.is_some_and(|crd| {
-                crd.status
-                    .and_then(|s| s.conditions)
-                    .unwrap_or_default()
-                    .iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True")
-            });
-            established.push((*name, ok));
-        }
-        let all = |names: &[&str]| {
-            names
-                .iter()
-                .all(|n| established.iter().any(|(e, ok)| e == n && *ok))
-        };
-        Ok(Apis {
+    /// Which APIs the CRDs `established` (names of Established CRDs) make installed.
+    pub fn from_established(established: &[String]) -> Apis {
+        let all = |names: &[&str]| names.iter().all(|n| established.iter().any(|e| e == n));
+        Apis {
             gateway: all(&GATEWAY_CRDS),
             prometheus: all(&PROMETHEUS_CRDS),
-        })
+        }
     }
 
     /// True when `name` is one of the CRDs that decide [`Apis`].

@@ -10,9 +10,10 @@ use kube::{Resource, ResourceExt};
 use vllmservice_api::{Phase, VLLMServiceStatus, Valid, condition_types as ct};
 
 use crate::{
-    apply::{Done, Outcome},
     conditions::{Cond, Feature, Status, merge},
-    diagnose, names, optional,
+    diagnose,
+    done::{Done, Outcome},
+    names, optional,
     route::{self, Resolution},
     seen::{Seen, Storage},
 };
