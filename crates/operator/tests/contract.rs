@@ -526,3 +526,47 @@ async fn the_full_example_converges_and_an_unchanged_world_sees_no_writes() {
     env.assert_idle_reconcile_writes_nothing(&name).await;
     env.operator.stop().await;
 }
+
+#[tokio::test]
+async fn fields_removed_from_the_spec_are_removed_from_the_children_it_created() {
+    let env = Env::new("ct-removed").await;
+    env.bound_pvc("models").await;
+    let mut body = gpu_service("trim", "models");
+    body["spec"]["labels"] = json!({"team": "search"});
+    body["spec"]["env"] = json!([{"name": "VLLM_LOGGING_LEVEL", "value": "DEBUG"}]);
+    body["spec"]["nodeSelector"] = json!({"nvidia.com/gpu.present": "true"});
+    env.create(body).await;
+    env.wait_for("trim", "Available", is_available).await;
+    // Created with a POST, so our first entry in managedFields is an Update; the
+    // apply that removes these fields must still own them to remove them.
+    env.api::<VLLMService>()
+        .patch(
+            "trim",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"labels": null, "env": null, "nodeSelector": null}})),
+        )
+        .await
+        .unwrap();
+    let deployments = env.api::<Deployment>();
+    let d = wait_until(
+        common::WAIT,
+        "the removed fields gone from the Deployment",
+        || async {
+            let d = deployments.get("trim").await.ok()?;
+            let pod = d.spec.as_ref()?.template.spec.as_ref()?;
+            let env_gone = pod.containers[0].env.as_ref().is_none_or(|e| e.is_empty());
+            let selector_gone = pod.node_selector.as_ref().is_none_or(|s| s.is_empty());
+            let label_gone = !d.labels().contains_key("team");
+            (env_gone && selector_gone && label_gone).then_some(d)
+        },
+    )
+    .await;
+    let ours: Vec<_> = d
+        .managed_fields()
+        .iter()
+        .filter(|m| m.manager.as_deref() == Some("vllmservice-operator"))
+        .map(|m| m.operation.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(ours, ["Apply"], "our managedFields entries: {ours:?}");
+    env.operator.stop().await;
+}
