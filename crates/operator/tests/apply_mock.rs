@@ -17,6 +17,9 @@ use vllmservice_controller::apply::{Applied, FIELD_MANAGER, apply_owned};
 const UID: &str = "11111111-2222-3333-4444-555555555555";
 const PATH: &str = "/api/v1/namespaces/ns/services";
 
+/// A check on a request's body and content type.
+type Check = Box<dyn Fn(&Value, &str) + Send>;
+
 /// One expected request: its method, path, and the answer to give.
 struct Step {
     method: &'static str,
@@ -24,7 +27,7 @@ struct Step {
     status: u16,
     answer: Value,
     /// Checks on the request's body.
-    check: Box<dyn Fn(&Value, &str) + Send>,
+    check: Check,
 }
 
 fn step(method: &'static str, path: &str, status: u16, answer: Value) -> Step {
