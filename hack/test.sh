@@ -12,6 +12,10 @@ hack/gen-types.sh --install-only
 echo "== cargo clippy --all-targets -- -D warnings" >&2
 cargo clippy --workspace --all-targets -- -D warnings
 
+echo "== vllm-sim and the operator binary (the real node's images are made from them at cluster.sh up)" >&2
+# The same dev profile as cargo test, so the tests reuse these binaries.
+cargo build -p vllm-sim -p vllmservice-operator
+
 echo "== local control plane" >&2
 # A fresh cluster for the run; stopped however the run ends.
 hack/cluster/cluster.sh down >/dev/null 2>&1 || true

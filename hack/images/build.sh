@@ -3,7 +3,10 @@
 # without Docker (hack/images/oci.py), into target/images/:
 #
 #   localhost/pause:dev                 hack/images/pause.c, static; containerd's sandbox_image
-#   localhost/vllm-sim:dev              target/<profile>/vllm-sim   (entrypoint /usr/local/bin/vllm-sim, user 65532, port 8000)
+#   localhost/vllm-sim:dev              target/<profile>/vllm-sim   (entrypoint /usr/local/bin/vllm-sim, user 65532, port 8000),
+#                                       plus /bin/busybox (static) so that tests can `kubectl exec` into
+#                                       the simulator's container (df /dev/shm, /proc/mounts, a write to
+#                                       the read-only model mount, env); vLLM's real image has a shell too
 #   localhost/busybox:dev               Debian's busybox-static (/bin/busybox): sh, httpd, nc, wget for
 #                                       tests and debugging; entrypoint /bin/busybox, user 65532
 #   localhost/vllmservice-operator:dev  target/<profile>/vllmservice-operator
@@ -50,8 +53,10 @@ image() {
   local base=${name#localhost/}; base=${base%%:*}
   local tar=$out/$base.tar stamp=$out/$base.stamp key
   [ -x "$binary" ] || die "$binary not found"
-  # Inputs: the binary (size, mtime, inode), the libraries ldd lists, the recipe and its arguments.
-  key=$( { stat -c '%s %Y %i' "$binary"; ldd "$binary" 2>/dev/null | awk '/=>/ {print $3} /^\t\// {print $1}' \
+  # Inputs: the binary (size, mtime, inode), the libraries ldd lists, --extra files, the recipe and its arguments.
+  local a extras=()
+  for a in "$@"; do case $a in /*:/*) extras+=("${a%%:*}") ;; esac; done
+  key=$( { stat -c '%s %Y %i' "$binary" "${extras[@]}"; ldd "$binary" 2>/dev/null | awk '/=>/ {print $3} /^\t\// {print $1}' \
            | xargs -r stat -L -c '%n %s %Y'; cat "$here/oci.py"; echo "$name $*"; } | sha256sum | cut -c1-32)
   if [ -f "$tar" ] && [ -f "$stamp" ] && [ "$(head -n1 "$stamp")" = "$key" ]; then
     echo "$name $tar $(sed -n 2p "$stamp")"
@@ -62,6 +67,16 @@ image() {
     || die "building $name from $binary failed"
   printf '%s\n%s\n' "$key" "$digest" >"$stamp"
   echo "$name $tar $digest"
+}
+
+need_busybox() {
+  if [ ! -x /bin/busybox ] || ! /bin/busybox httpd --help >/dev/null 2>&1; then
+    echo "images: installing busybox-static (apt-get) ..." >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends busybox-static >/dev/null \
+      || die "apt-get install busybox-static failed"
+  fi
+  ldd /bin/busybox >/dev/null 2>&1 && die "/bin/busybox is not static (Debian's busybox-static is)"
+  return 0
 }
 
 cargo_bin() { # package binary
@@ -88,18 +103,15 @@ for w in "${want[@]}"; do
       fi
       image localhost/pause:dev "$pbin" --dest /pause --entrypoint '["/pause"]' --user 65535:65535 ;;
     busybox)
-      if [ ! -x /bin/busybox ] || ! /bin/busybox httpd --help >/dev/null 2>&1; then
-        echo "images: installing busybox-static (apt-get) ..." >&2
-        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends busybox-static >/dev/null \
-          || die "apt-get install busybox-static failed"
-      fi
-      ldd /bin/busybox >/dev/null 2>&1 && die "/bin/busybox is not static (Debian's busybox-static is)"
+      need_busybox
       image localhost/busybox:dev /bin/busybox --dest /bin/busybox --entrypoint '["/bin/busybox"]' \
         --cmd '["sh"]' --user 65532:65532 ;;
     vllm-sim)
       b=$(cargo_bin vllm-sim vllm-sim) || exit 1
+      need_busybox
       image localhost/vllm-sim:dev "$b" --dest /usr/local/bin/vllm-sim \
-        --entrypoint '["/usr/local/bin/vllm-sim"]' --user 65532:65532 --port 8000/tcp ;;
+        --entrypoint '["/usr/local/bin/vllm-sim"]' --user 65532:65532 --port 8000/tcp \
+        --extra /bin/busybox:/bin/busybox ;;
     operator)
       # Entrypoint, cmd, user and ports are read from the Dockerfile's last stage,
       # so both builds give the same image configuration.

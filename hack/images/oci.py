@@ -12,7 +12,8 @@ the same manifest digest, so the importer can skip an unchanged image.
 
   oci.py --name localhost/vllm-sim:dev --binary target/debug/vllm-sim \
          --dest /usr/local/bin/vllm-sim --entrypoint '["/usr/local/bin/vllm-sim"]' \
-         --cmd '[]' --user 65532:65532 --port 8000/tcp --env K=V --out image.tar
+         --cmd '[]' --user 65532:65532 --port 8000/tcp --env K=V \
+         [--extra /bin/busybox:/bin/busybox] --out image.tar
 
 Prints the manifest digest.
 """
@@ -121,6 +122,8 @@ def main():
     p.add_argument("--env", action="append", default=[], help="K=V (repeatable)")
     p.add_argument("--label", action="append", default=[], help="K=V (repeatable)")
     p.add_argument("--workdir", default="/")
+    p.add_argument("--extra", action="append", default=[],
+                   help="SRC:DEST, another (static) file in the image (repeatable)")
     p.add_argument("--out", required=True)
     a = p.parse_args()
 
@@ -129,6 +132,13 @@ def main():
     files = {a.dest: (a.binary, 0o755)}
     for lib in shared_libraries(a.binary):
         files[lib] = (os.path.realpath(lib), 0o755)
+    for extra in a.extra:
+        src, _, dest = extra.partition(":")
+        if not dest.startswith("/") or not os.access(src, os.X_OK):
+            sys.exit(f"oci.py: --extra {extra}: want SRC:DEST with an executable SRC and an absolute DEST")
+        if shared_libraries(src):
+            sys.exit(f"oci.py: --extra {src} is not static")
+        files[dest] = (src, 0o755)
     layer = layer_bytes(files, a.user)
 
     blobs = {}
