@@ -12,7 +12,7 @@ use std::{
 use k8s_openapi::api::{
     apps::v1::{Deployment, ReplicaSet},
     core::v1::{Event, Pod},
-    rbac::v1::{ClusterRole, Role},
+    rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
 };
 use kube::{Api, api::ListParams, core::DynamicObject};
 use testkit::TestNamespace;
@@ -114,6 +114,33 @@ fn checked_in_rbac_matches_generated() {
     );
     let other: Role = only(&operator(&["rbac", "--namespace", "ops"]), "Role");
     assert_eq!(other.metadata.namespace.as_deref(), Some("ops"));
+
+    // The watch-namespace example, and what it is made of.
+    const WATCH: &str = "config/rbac/watch-namespace.yaml";
+    let generated = operator(&["rbac", "--watch-namespace", "vllmservice-workloads"]);
+    assert!(
+        read(WATCH) == generated,
+        "{WATCH} is out of date with crates/operator/src/rbac.rs; regenerate with `hack/gen-install.sh`"
+    );
+    let w = vllmservice_controller::rbac::watch_namespace("ops", "team-a");
+    let printed = operator(&["rbac", "--namespace", "ops", "--watch-namespace", "team-a"]);
+    assert_eq!(only::<ClusterRole>(&printed, "ClusterRole"), w.crd_role);
+    assert_eq!(
+        only::<ClusterRoleBinding>(&printed, "ClusterRoleBinding"),
+        w.crd_binding
+    );
+    let roles: Vec<Role> = documents(&printed)
+        .iter()
+        .filter(|d| kind_of(d) == "Role")
+        .map(|d| serde_saphyr::from_str(d).unwrap())
+        .collect();
+    assert_eq!(roles, [w.role, w.lease_role]);
+    let bindings: Vec<RoleBinding> = documents(&printed)
+        .iter()
+        .filter(|d| kind_of(d) == "RoleBinding")
+        .map(|d| serde_saphyr::from_str(d).unwrap())
+        .collect();
+    assert_eq!(bindings, [w.role_binding, w.lease_binding]);
 }
 
 #[test]
@@ -244,6 +271,69 @@ fn helm_template_renders_the_values() {
     assert!(args.contains(&"--metrics-addr=0.0.0.0:9090".to_string()));
     let limits = container.resources.clone().unwrap().limits.unwrap();
     assert_eq!(limits["memory"].0, "1Gi");
+
+    // watchNamespace: a Role in that namespace, cluster-wide only the CRDs.
+    let watch = helm(&[
+        "template",
+        "ops",
+        CHART,
+        "--namespace",
+        "ops",
+        "--set",
+        "watchNamespace=team-a",
+    ]);
+    let mut k = kinds(&watch);
+    k.sort();
+    assert_eq!(
+        k,
+        [
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Deployment",
+            "Role",
+            "Role",
+            "RoleBinding",
+            "RoleBinding",
+            "Service",
+            "ServiceAccount"
+        ]
+    );
+    let crds: ClusterRole = only(&watch, "ClusterRole");
+    assert_eq!(
+        crds.rules,
+        vllmservice_controller::rbac::crd_cluster_role().rules
+    );
+    let roles: Vec<Role> = documents(&watch)
+        .iter()
+        .filter(|d| kind_of(d) == "Role")
+        .map(|d| serde_saphyr::from_str(d).unwrap())
+        .collect();
+    let operator_role = roles
+        .iter()
+        .find(|r| r.metadata.namespace.as_deref() == Some("team-a"))
+        .expect("a Role in the watched namespace");
+    assert_eq!(
+        operator_role.rules,
+        vllmservice_controller::rbac::namespaced_role("team-a").rules
+    );
+    let bindings: Vec<RoleBinding> = documents(&watch)
+        .iter()
+        .filter(|d| kind_of(d) == "RoleBinding")
+        .map(|d| serde_saphyr::from_str(d).unwrap())
+        .collect();
+    assert!(bindings.iter().any(|b| {
+        b.metadata.namespace.as_deref() == Some("team-a")
+            && b.role_ref.name == operator_role.metadata.name.clone().unwrap()
+            && b.subjects.as_ref().unwrap()[0].namespace.as_deref() == Some("ops")
+    }));
+    let binding: ClusterRoleBinding = only(&watch, "ClusterRoleBinding");
+    assert_eq!(binding.role_ref.name, crds.metadata.name.unwrap());
+    let deployment: Deployment = only(&watch, "Deployment");
+    let args = deployment.spec.unwrap().template.spec.unwrap().containers[0]
+        .args
+        .clone()
+        .unwrap();
+    assert!(args.contains(&"--watch-namespace=team-a".to_string()));
 
     // Several replicas without leader election would all write: refused.
     let out = Command::new(repo("hack/tools/helm.sh"))

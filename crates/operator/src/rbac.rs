@@ -1,18 +1,38 @@
-//! The operator's permissions, in one place: the ClusterRole and the
-//! leader-election Role are generated from [`CLUSTER_RULES`] and
-//! [`LEADER_ELECTION_RULES`] (`vllmservice-operator rbac` prints them; the
-//! checked-in `config/rbac/role.yaml`, `deploy/install.yaml` and the Helm
-//! chart are generated from that output). Each rule names only what the code
-//! calls; the unit tests tie the group and resource names to the Rust types.
+//! The operator's permissions, in one place: every Role and ClusterRole is
+//! generated from [`CLUSTER_RULES`] and [`LEADER_ELECTION_RULES`]
+//! (`vllmservice-operator rbac` prints them; the checked-in
+//! `config/rbac/role.yaml`, `config/rbac/watch-namespace.yaml`,
+//! `deploy/install.yaml` and the Helm chart are generated from that output).
+//! Each rule names only the verbs the code sends; `crates/operator/tests/rbac.rs`
+//! removes each verb in turn and shows a scenario that then gets a 403, and the
+//! unit tests tie the group and resource names to the Rust types.
+//!
+//! Two ways to grant them:
+//! - cluster-wide (all namespaces): [`cluster_role`] bound by a ClusterRoleBinding;
+//! - one watched namespace (`run --watch-namespace NS`): [`namespaced_role`] in
+//!   `NS` for the [`Scope::Namespaced`] rules, and the small [`crd_cluster_role`]
+//!   for the [`Scope::Cluster`] ones (CRDs are cluster-scoped); see [`watch_namespace`].
+//!
+//! Leader election always needs [`leader_election_role`] in the operator's own namespace.
 
 use k8s_openapi::{
-    api::rbac::v1::{ClusterRole, PolicyRule, Role},
+    api::rbac::v1::{
+        ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
+    },
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
 };
 
 /// The name of the ClusterRole (and, by convention, its binding and the
-/// operator's ServiceAccount).
+/// operator's ServiceAccount); in watch-namespace mode, of the Role in the
+/// watched namespace.
 pub const CLUSTER_ROLE_NAME: &str = "vllmservice-operator";
+
+/// The name of the operator's ServiceAccount in the plain manifests.
+pub const SERVICE_ACCOUNT_NAME: &str = "vllmservice-operator";
+
+/// The name of the ClusterRole with only the cluster-scoped rules (CRDs),
+/// used in watch-namespace mode.
+pub const CRD_CLUSTER_ROLE_NAME: &str = "vllmservice-operator-crds";
 
 /// The name of the Role for leader-election Leases in the operator's namespace.
 pub const LEADER_ELECTION_ROLE_NAME: &str = "vllmservice-operator-leader-election";
@@ -20,84 +40,107 @@ pub const LEADER_ELECTION_ROLE_NAME: &str = "vllmservice-operator-leader-electio
 /// The namespace the plain manifests install the operator into.
 pub const DEFAULT_NAMESPACE: &str = "vllmservice-system";
 
+/// Whether a rule's resources live in a namespace or in the cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Namespaced,
+    Cluster,
+}
+
 /// One RBAC rule: `verbs` on `resources` of API group `group` ("" = core).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rule {
     pub group: &'static str,
     pub resources: &'static [&'static str],
     pub verbs: &'static [&'static str],
-    /// Why the operator needs it (shown in the generated YAML's header).
+    pub scope: Scope,
+    /// Why the operator needs it, verb by verb (shown in the generated YAML's header).
     pub why: &'static str,
 }
 
-const READ: &[&str] = &["get", "list", "watch"];
-/// Children the operator owns: read, watch, server-side apply (patch), and
-/// delete when a feature is switched off.
-const OWN: &[&str] = &[
-    "get", "list", "watch", "create", "patch", "update", "delete",
-];
+/// Children the operator owns and deletes when a feature is switched off
+/// (routes, monitors, rules): a list-type schema makes hand edits of their
+/// lists revertible by server-side apply, so they never need a full replace.
+const OWN_OPTIONAL: &[&str] = &["get", "list", "watch", "create", "patch", "delete"];
+/// The Deployment and Service: never deleted (garbage collection follows the
+/// owner reference); a full replace when apply cannot remove a hand-added
+/// duplicate list entry.
+const OWN_CORE: &[&str] = &["get", "list", "watch", "create", "patch", "update"];
+/// Watched into caches, never read one by one.
+const WATCH: &[&str] = &["list", "watch"];
 
-/// Every cluster-wide permission the operator uses.
+/// Every permission the operator's controller uses, cluster-wide or (with
+/// `--watch-namespace`) the [`Scope::Namespaced`] ones in one namespace.
 pub const CLUSTER_RULES: &[Rule] = &[
     Rule {
         group: "aiinfra.example.com",
         resources: &["vllmservices"],
-        verbs: READ,
-        why: "watch VLLMServices (the controller's primary resource)",
+        verbs: &["get", "list", "watch"],
+        scope: Scope::Namespaced,
+        why: "list/watch: the controller's cache; get: an object the typed cache cannot read, as raw JSON",
     },
     Rule {
         group: "aiinfra.example.com",
         resources: &["vllmservices/status"],
-        verbs: &["get", "patch", "update"],
-        why: "write conditions and phase through the status subresource",
+        verbs: &["patch"],
+        scope: Scope::Namespaced,
+        why: "conditions and phase (server-side apply; merge patch for an unreadable object)",
     },
     Rule {
         group: "apps",
         resources: &["deployments"],
-        verbs: OWN,
-        why: "the vLLM Deployment of each VLLMService",
+        verbs: OWN_CORE,
+        scope: Scope::Namespaced,
+        why: "the vLLM Deployment: list/watch cache, create, patch (apply), update (replace after a 422), get (after a create answered AlreadyExists)",
     },
     Rule {
         group: "",
         resources: &["services"],
-        verbs: OWN,
-        why: "the Service in front of each VLLMService",
+        verbs: OWN_CORE,
+        scope: Scope::Namespaced,
+        why: "the Service: list/watch cache, create, patch (apply), update (replace after a 422), get (after a create answered AlreadyExists)",
     },
     Rule {
         group: "gateway.networking.k8s.io",
         resources: &["httproutes"],
-        verbs: OWN,
-        why: "the HTTPRoute made for spec.gatewayRef",
+        verbs: OWN_OPTIONAL,
+        scope: Scope::Namespaced,
+        why: "the HTTPRoute for spec.gatewayRef: list/watch cache, create, patch (apply), get (after AlreadyExists), delete (gatewayRef removed)",
     },
     Rule {
         group: "monitoring.coreos.com",
         resources: &["servicemonitors", "prometheusrules"],
-        verbs: OWN,
-        why: "the ServiceMonitor and PrometheusRule made for spec.monitoring",
+        verbs: OWN_OPTIONAL,
+        scope: Scope::Namespaced,
+        why: "the ServiceMonitor and PrometheusRule for spec.monitoring: as the HTTPRoute (delete: monitoring or alerts switched off)",
     },
     Rule {
         group: "",
         resources: &["pods", "persistentvolumeclaims"],
-        verbs: READ,
-        why: "diagnose pods (scheduling, image pulls, crashes) and check spec.storage's PVC",
+        verbs: WATCH,
+        scope: Scope::Namespaced,
+        why: "caches: diagnose pods (scheduling, image pulls, crashes) and check spec.storage's PVC",
     },
     Rule {
         group: "gateway.networking.k8s.io",
         resources: &["gateways"],
-        verbs: READ,
-        why: "resolve spec.gatewayRef's Gateway and listener",
+        verbs: WATCH,
+        scope: Scope::Namespaced,
+        why: "cache: resolve spec.gatewayRef's Gateway and listener",
     },
     Rule {
         group: "apiextensions.k8s.io",
         resources: &["customresourcedefinitions"],
-        verbs: READ,
-        why: "detect whether the Gateway API and Prometheus Operator CRDs are installed",
+        verbs: WATCH,
+        scope: Scope::Cluster,
+        why: "whether the Gateway API and Prometheus Operator are installed (a list by name at start, a watch for their installation later)",
     },
     Rule {
         group: "events.k8s.io",
         resources: &["events"],
         verbs: &["create", "patch"],
-        why: "publish events (kube's Recorder creates them and patches repeated ones)",
+        scope: Scope::Namespaced,
+        why: "events (kube's Recorder creates them and patches a repeated one's series)",
     },
 ];
 
@@ -105,13 +148,14 @@ pub const CLUSTER_RULES: &[Rule] = &[
 pub const LEADER_ELECTION_RULES: &[Rule] = &[Rule {
     group: "coordination.k8s.io",
     resources: &["leases"],
-    verbs: &["get", "list", "watch", "create", "update", "patch"],
-    why: "hold the leader-election Lease",
+    verbs: &["get", "list", "watch", "create", "patch"],
+    scope: Scope::Namespaced,
+    why: "the leader Lease: get, create (when absent), patch (acquire, renew, release: kube-lease-manager), list/watch (a follower sees a release at once)",
 }];
 
-fn policy_rules(rules: &[Rule]) -> Vec<PolicyRule> {
+fn policy_rules<'a>(rules: impl IntoIterator<Item = &'a Rule>) -> Vec<PolicyRule> {
     rules
-        .iter()
+        .into_iter()
         .map(|r| PolicyRule {
             api_groups: Some(vec![r.group.to_string()]),
             resources: Some(r.resources.iter().map(|s| s.to_string()).collect()),
@@ -131,7 +175,16 @@ fn labels() -> std::collections::BTreeMap<String, String> {
     .collect()
 }
 
-/// The ClusterRole `vllmservice-operator` with [`CLUSTER_RULES`].
+fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_string()),
+        namespace: namespace.map(str::to_string),
+        labels: Some(labels()),
+        ..ObjectMeta::default()
+    }
+}
+
+/// The ClusterRole `vllmservice-operator` with every rule of [`CLUSTER_RULES`].
 pub fn cluster_role() -> ClusterRole {
     cluster_role_from(CLUSTER_ROLE_NAME, CLUSTER_RULES)
 }
@@ -139,26 +192,151 @@ pub fn cluster_role() -> ClusterRole {
 /// A ClusterRole named `name` with `rules` (tests use it to grant a subset).
 pub fn cluster_role_from(name: &str, rules: &[Rule]) -> ClusterRole {
     ClusterRole {
-        metadata: ObjectMeta {
-            name: Some(name.to_string()),
-            labels: Some(labels()),
-            ..ObjectMeta::default()
-        },
+        metadata: meta(name, None),
         rules: Some(policy_rules(rules)),
         ..ClusterRole::default()
     }
 }
 
+/// The ClusterRole `vllmservice-operator-crds`: the [`Scope::Cluster`] rules of
+/// [`CLUSTER_RULES`] only, for watch-namespace mode.
+pub fn crd_cluster_role() -> ClusterRole {
+    crd_cluster_role_from(CRD_CLUSTER_ROLE_NAME, CLUSTER_RULES)
+}
+
+/// A ClusterRole named `name` with the [`Scope::Cluster`] rules of `rules`.
+pub fn crd_cluster_role_from(name: &str, rules: &[Rule]) -> ClusterRole {
+    ClusterRole {
+        metadata: meta(name, None),
+        rules: Some(policy_rules(
+            rules.iter().filter(|r| r.scope == Scope::Cluster),
+        )),
+        ..ClusterRole::default()
+    }
+}
+
+/// The Role `vllmservice-operator` in the watched `namespace`: the
+/// [`Scope::Namespaced`] rules of [`CLUSTER_RULES`].
+pub fn namespaced_role(namespace: &str) -> Role {
+    namespaced_role_from(CLUSTER_ROLE_NAME, namespace, CLUSTER_RULES)
+}
+
+/// A Role named `name` in `namespace` with the [`Scope::Namespaced`] rules of `rules`.
+pub fn namespaced_role_from(name: &str, namespace: &str, rules: &[Rule]) -> Role {
+    Role {
+        metadata: meta(name, Some(namespace)),
+        rules: Some(policy_rules(
+            rules.iter().filter(|r| r.scope == Scope::Namespaced),
+        )),
+    }
+}
+
 /// The Role for leader-election Leases in `namespace` (the operator's own).
 pub fn leader_election_role(namespace: &str) -> Role {
+    leader_election_role_from(LEADER_ELECTION_ROLE_NAME, namespace, LEADER_ELECTION_RULES)
+}
+
+/// A leader-election Role named `name` in `namespace` with `rules`.
+pub fn leader_election_role_from(name: &str, namespace: &str, rules: &[Rule]) -> Role {
     Role {
-        metadata: ObjectMeta {
-            name: Some(LEADER_ELECTION_ROLE_NAME.to_string()),
-            namespace: Some(namespace.to_string()),
-            labels: Some(labels()),
-            ..ObjectMeta::default()
-        },
-        rules: Some(policy_rules(LEADER_ELECTION_RULES)),
+        metadata: meta(name, Some(namespace)),
+        rules: Some(policy_rules(rules)),
+    }
+}
+
+fn subject(service_account: &str, namespace: &str) -> Vec<Subject> {
+    vec![Subject {
+        kind: "ServiceAccount".into(),
+        name: service_account.into(),
+        namespace: Some(namespace.into()),
+        ..Subject::default()
+    }]
+}
+
+fn role_ref(kind: &str, name: &str) -> RoleRef {
+    RoleRef {
+        api_group: Some("rbac.authorization.k8s.io".into()),
+        kind: kind.into(),
+        name: name.into(),
+    }
+}
+
+/// A RoleBinding named `name` in `namespace` of the Role `role` to the
+/// ServiceAccount `service_account` in `sa_namespace`.
+pub fn role_binding(
+    name: &str,
+    namespace: &str,
+    role: &str,
+    service_account: &str,
+    sa_namespace: &str,
+) -> RoleBinding {
+    RoleBinding {
+        metadata: meta(name, Some(namespace)),
+        role_ref: role_ref("Role", role),
+        subjects: Some(subject(service_account, sa_namespace)),
+    }
+}
+
+/// A ClusterRoleBinding named `name` of the ClusterRole `role` to the
+/// ServiceAccount `service_account` in `sa_namespace`.
+pub fn cluster_role_binding(
+    name: &str,
+    role: &str,
+    service_account: &str,
+    sa_namespace: &str,
+) -> ClusterRoleBinding {
+    ClusterRoleBinding {
+        metadata: meta(name, None),
+        role_ref: role_ref("ClusterRole", role),
+        subjects: Some(subject(service_account, sa_namespace)),
+    }
+}
+
+/// Everything the operator needs to run in `operator_namespace` with
+/// `--watch-namespace watch_namespace` and leader election: no cluster-wide
+/// rights but listing and watching CRDs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WatchNamespace {
+    /// [`Scope::Cluster`] rules only.
+    pub crd_role: ClusterRole,
+    /// Binds `crd_role`; named `vllmservice-operator-crds-<operator namespace>`.
+    pub crd_binding: ClusterRoleBinding,
+    /// [`Scope::Namespaced`] rules, in the watched namespace.
+    pub role: Role,
+    pub role_binding: RoleBinding,
+    /// Leases, in the operator's namespace.
+    pub lease_role: Role,
+    pub lease_binding: RoleBinding,
+}
+
+/// The RBAC of watch-namespace mode for the ServiceAccount
+/// [`SERVICE_ACCOUNT_NAME`] in `operator_namespace`.
+pub fn watch_namespace(operator_namespace: &str, watch_namespace: &str) -> WatchNamespace {
+    let crd_binding_name = format!("{CRD_CLUSTER_ROLE_NAME}-{operator_namespace}");
+    WatchNamespace {
+        crd_role: crd_cluster_role(),
+        crd_binding: cluster_role_binding(
+            &crd_binding_name,
+            CRD_CLUSTER_ROLE_NAME,
+            SERVICE_ACCOUNT_NAME,
+            operator_namespace,
+        ),
+        role: namespaced_role(watch_namespace),
+        role_binding: role_binding(
+            CLUSTER_ROLE_NAME,
+            watch_namespace,
+            CLUSTER_ROLE_NAME,
+            SERVICE_ACCOUNT_NAME,
+            operator_namespace,
+        ),
+        lease_role: leader_election_role(operator_namespace),
+        lease_binding: role_binding(
+            LEADER_ELECTION_ROLE_NAME,
+            operator_namespace,
+            LEADER_ELECTION_ROLE_NAME,
+            SERVICE_ACCOUNT_NAME,
+            operator_namespace,
+        ),
     }
 }
 
@@ -204,26 +382,38 @@ mod tests {
 
     #[test]
     fn names_match_the_rust_types() {
+        use crate::prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor};
         use gateway_api::apis::standard::{gateways::Gateway, httproutes::HttpRoute};
         use vllmservice_api::VLLMService;
         let cases = [
-            (gr::<VLLMService>(), READ),
-            (gr::<Deployment>(), OWN),
-            (gr::<Service>(), OWN),
-            (gr::<HttpRoute>(), OWN),
-            (gr::<Pod>(), READ),
-            (gr::<PersistentVolumeClaim>(), READ),
-            (gr::<Gateway>(), READ),
-            (gr::<CustomResourceDefinition>(), READ),
-            (gr::<Event>(), &["create", "patch"][..]),
+            (
+                gr::<VLLMService>(),
+                &["get", "list", "watch"][..],
+                Scope::Namespaced,
+            ),
+            (gr::<Deployment>(), OWN_CORE, Scope::Namespaced),
+            (gr::<Service>(), OWN_CORE, Scope::Namespaced),
+            (gr::<HttpRoute>(), OWN_OPTIONAL, Scope::Namespaced),
+            (gr::<ServiceMonitor>(), OWN_OPTIONAL, Scope::Namespaced),
+            (gr::<PrometheusRule>(), OWN_OPTIONAL, Scope::Namespaced),
+            (gr::<Pod>(), WATCH, Scope::Namespaced),
+            (gr::<PersistentVolumeClaim>(), WATCH, Scope::Namespaced),
+            (gr::<Gateway>(), WATCH, Scope::Namespaced),
+            (gr::<CustomResourceDefinition>(), WATCH, Scope::Cluster),
+            (gr::<Event>(), &["create", "patch"][..], Scope::Namespaced),
         ];
-        for ((group, plural), verbs) in cases {
+        for ((group, plural), verbs, scope) in cases {
             for verb in verbs {
                 assert!(
                     granted(CLUSTER_RULES, &group, &plural, verb),
                     "{verb} {group}/{plural} is not granted"
                 );
             }
+            let rule = CLUSTER_RULES
+                .iter()
+                .find(|r| r.group == group && r.resources.contains(&plural.as_str()))
+                .unwrap();
+            assert_eq!(rule.scope, scope, "{group}/{plural}");
         }
         let (group, plural) = gr::<VLLMService>();
         assert!(granted(
@@ -233,13 +423,15 @@ mod tests {
             "patch"
         ));
         let (group, plural) = gr::<Lease>();
-        assert!(granted(LEADER_ELECTION_RULES, &group, &plural, "update"));
+        for verb in ["get", "create", "patch", "list", "watch"] {
+            assert!(granted(LEADER_ELECTION_RULES, &group, &plural, verb));
+        }
     }
 
     #[test]
     fn least_privilege() {
-        // Nothing cluster-wide may touch Leases, Secrets or RBAC, and nothing
-        // read-only may be written.
+        // Nothing may touch Leases cluster-wide, Secrets or RBAC; nothing watched
+        // only may be read one by one or written; the status is only patched.
         for r in CLUSTER_RULES {
             assert!(!r.resources.iter().any(|x| x.contains('*')), "{r:?}");
             assert!(!r.verbs.contains(&"*") && !r.group.contains('*'), "{r:?}");
@@ -247,15 +439,48 @@ mod tests {
                 assert!(!r.resources.contains(&forbidden), "{r:?}");
             }
         }
-        for (g, r) in [
-            ("", "pods"),
-            ("", "persistentvolumeclaims"),
-            ("gateway.networking.k8s.io", "gateways"),
-            ("apiextensions.k8s.io", "customresourcedefinitions"),
-            ("aiinfra.example.com", "vllmservices"),
+        for (g, r, not) in [
+            (
+                "",
+                "pods",
+                &["get", "create", "patch", "update", "delete"][..],
+            ),
+            (
+                "",
+                "persistentvolumeclaims",
+                &["get", "create", "patch", "update", "delete"],
+            ),
+            (
+                "gateway.networking.k8s.io",
+                "gateways",
+                &["get", "create", "patch", "update", "delete"],
+            ),
+            (
+                "apiextensions.k8s.io",
+                "customresourcedefinitions",
+                &["create", "patch", "update", "delete"],
+            ),
+            (
+                "aiinfra.example.com",
+                "vllmservices",
+                &["create", "patch", "update", "delete"],
+            ),
+            (
+                "aiinfra.example.com",
+                "vllmservices/status",
+                &["get", "update"],
+            ),
+            ("apps", "deployments", &["delete"]),
+            ("", "services", &["delete"]),
+            ("gateway.networking.k8s.io", "httproutes", &["update"]),
+            ("coordination.k8s.io", "leases", &["update", "delete"]),
         ] {
-            for verb in ["create", "patch", "update", "delete"] {
+            for verb in not {
                 assert!(!granted(CLUSTER_RULES, g, r, verb), "{verb} {g}/{r}");
+                assert!(
+                    !granted(LEADER_ELECTION_RULES, g, r, verb),
+                    "{verb} {g}/{r}"
+                );
             }
         }
         let role = leader_election_role("ns");
@@ -273,5 +498,39 @@ mod tests {
             Some(vec!["aiinfra.example.com".into()])
         );
         assert_eq!(rules[0].verbs, vec!["get", "list", "watch"]);
+    }
+
+    #[test]
+    fn watch_namespace_mode_splits_the_rules_by_scope() {
+        let w = watch_namespace("ops", "team-a");
+        let crd = w.crd_role.rules.unwrap();
+        assert_eq!(crd.len(), 1);
+        assert_eq!(
+            crd[0].resources.as_deref(),
+            Some(&["customresourcedefinitions".to_string()][..])
+        );
+        let role = w.role.rules.unwrap();
+        assert_eq!(role.len(), CLUSTER_RULES.len() - 1);
+        assert!(
+            !role
+                .iter()
+                .any(|r| r.api_groups.as_deref() == Some(&["apiextensions.k8s.io".to_string()][..]))
+        );
+        assert_eq!(w.role.metadata.namespace.as_deref(), Some("team-a"));
+        assert_eq!(w.role_binding.metadata.namespace.as_deref(), Some("team-a"));
+        assert_eq!(w.lease_role.metadata.namespace.as_deref(), Some("ops"));
+        for subjects in [
+            &w.crd_binding.subjects,
+            &w.role_binding.subjects,
+            &w.lease_binding.subjects,
+        ] {
+            let s = &subjects.as_ref().unwrap()[0];
+            assert_eq!(
+                (s.name.as_str(), s.namespace.as_deref()),
+                (SERVICE_ACCOUNT_NAME, Some("ops"))
+            );
+        }
+        assert_eq!(w.crd_binding.role_ref.name, CRD_CLUSTER_ROLE_NAME);
+        assert_eq!(w.role_binding.role_ref.kind, "Role");
     }
 }
