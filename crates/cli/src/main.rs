@@ -32,7 +32,11 @@ enum Command {
     /// (YAML file, or stdin with `-`), after the same validation the API server does.
     Render {
         /// The VLLMService manifest; `-` reads stdin.
-        file: std::path::PathBuf,
+        #[arg(required_unless_present = "filename", conflicts_with = "filename")]
+        file: Option<std::path::PathBuf>,
+        /// The manifest, as kubectl takes it: `-f FILE`, or `-f -` for stdin.
+        #[arg(short = 'f', long = "filename", value_name = "FILE")]
+        filename: Option<std::path::PathBuf>,
         /// Namespace to assume when the manifest has none.
         #[arg(long, default_value = "default")]
         namespace: String,
@@ -143,7 +147,12 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
             print!("{}", watch_namespace_rbac_yaml(&namespace, &watch)?);
             Ok(())
         }
-        Command::Render { file, namespace } => {
+        Command::Render {
+            file,
+            filename,
+            namespace,
+        } => {
+            let file = file.or(filename).expect("clap requires one of them");
             print!("{}", render(&file, &namespace)?);
             Ok(())
         }

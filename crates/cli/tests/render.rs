@@ -24,8 +24,13 @@ impl Drop for Running {
 }
 
 fn render(manifest: &str) -> std::process::Output {
+    render_with(&["render", "-"], manifest)
+}
+
+/// `vllmservice-operator ARGS` with `manifest` on stdin.
+fn render_with(args: &[&str], manifest: &str) -> std::process::Output {
     let mut child = Command::new(BIN)
-        .args(["render", "-"])
+        .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -155,4 +160,31 @@ fn render_rejects_invalid_input_naming_the_fields() {
     );
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("missing field"));
+}
+
+#[test]
+fn render_takes_the_file_as_kubectl_users_type_it() {
+    let example = testkit::repo_root().join("examples/qwen-demo.yaml");
+    let text = std::fs::read_to_string(&example).unwrap();
+    let path = example.to_str().unwrap();
+    let positional = render_with(&["render", path], "");
+    assert!(positional.status.success(), "{positional:?}");
+    for args in [
+        vec!["render", "-f", path],
+        vec!["render", "--filename", path],
+        vec!["render", "-f", "-"],
+    ] {
+        let out = render_with(&args, &text);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.stdout, positional.stdout, "{args:?}");
+    }
+    // One manifest, not two.
+    let both = render_with(&["render", path, "-f", path], "");
+    assert!(!both.status.success());
+    let none = render_with(&["render"], "");
+    assert!(!none.status.success());
 }

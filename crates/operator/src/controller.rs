@@ -189,10 +189,11 @@ async fn apis_changed(client: Client, current: Apis) {
     let crds = Api::<PartialObjectMeta<CustomResourceDefinition>>::all(client.clone());
     let mut events = watcher(crds, watcher::Config::default())
         .backoff(watch_backoff())
-        .touched_objects()
         .boxed();
+    // A (re-)list is checked once as a whole, not once per CRD in it: a CRD
+    // installed between the discovery of `current` and the first list shows only there.
     while let Some(event) = events.next().await {
-        let crd = match event {
+        let relevant = match event {
             // The API server answered (with an error status, e.g. 403): still connected.
             Err(
                 watcher::Error::WatchError(_)
@@ -208,12 +209,14 @@ async fn apis_changed(client: Client, current: Apis) {
                 tracing::info!("the API server is reachable again");
                 return;
             }
-            Ok(crd) => crd,
+            Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => false,
+            Ok(watcher::Event::InitDone) => true,
+            Ok(watcher::Event::Apply(crd) | watcher::Event::Delete(crd)) => {
+                Apis::is_relevant(&crd.name_any())
+            }
         };
-        if !Apis::is_relevant(&crd.name_any()) {
-            continue;
-        }
-        if let Ok(now) = discover_apis(&client).await
+        if relevant
+            && let Ok(now) = discover_apis(&client).await
             && now != current
         {
             tracing::info!("optional APIs changed");
