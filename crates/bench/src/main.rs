@@ -229,14 +229,14 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// What each service needs written, at the least: one server-side apply per
-/// child, two status writes (Pending with the children made, then Available:
+/// What each service needs written, at the least: one create per child, two
+/// status writes (Pending with the children made, then Available:
 /// the first reconcile cannot see a ready pod of a Deployment it just created),
 /// and the events the design asks for (one per child created, one on Available).
 fn minimum_writes(routed: bool) -> BTreeMap<String, u64> {
     let mut m: BTreeMap<String, u64> = [
-        ("patch deployments", 1),
-        ("patch services", 1),
+        ("create deployments", 1),
+        ("create services", 1),
         ("patch vllmservices/status", 2),
         ("create events", 3),
     ]
@@ -245,9 +245,9 @@ fn minimum_writes(routed: bool) -> BTreeMap<String, u64> {
     .collect();
     if routed {
         for k in [
-            "patch httproutes",
-            "patch servicemonitors",
-            "patch prometheusrules",
+            "create httproutes",
+            "create servicemonitors",
+            "create prometheusrules",
         ] {
             m.insert(k.to_string(), 1);
         }
