@@ -55,7 +55,8 @@ generate() {
     # kopium records its command line in the header: run it from the module
     # root with a relative path so the output does not depend on the machine.
     local mod_root=${f%/example/*} module_at
-    module_at=${mod_root#*/pkg/mod/}
+    # The module's path inside the module cache (wherever GOMODCACHE points).
+    module_at=${mod_root#"$(cd "$repo/hack/cluster/crds" && go env GOMODCACHE)"/}
     (cd "$mod_root" && "$kopium" -f "${f#"$mod_root"/}" "${kopium_flags[@]}") >"$dest/$out.raw" \
       || die "kopium failed on $f"
     {
