@@ -381,7 +381,7 @@ async fn the_watch_namespace_rbac_is_enough_with_leader_election() {
     assert!(all.list(&ListParams::default()).await.is_err());
 }
 
-/// The Lease verbs: each one, taken away, is refused (and the log names it).
+/// The Lease verbs: each one, taken away, is refused (and a replica's log names it).
 #[tokio::test]
 async fn every_lease_verb_is_needed() {
     let started = Instant::now();
@@ -400,12 +400,15 @@ async fn every_lease_verb_is_needed() {
     let results = futures::future::join_all(cases.into_iter().map(|(verb, resource, rules)| async move {
         let setup = Setup::new("lp-lease", &rules).await;
         let ns = setup.ns.name.clone();
-        let p = Process::start("a", &setup.kubeconfig, &ns, "leader");
+        // Two replicas: the leader stops watching the Lease once it holds it, the
+        // follower keeps watching it (list, watch) to take over at once.
+        let a = Process::start("a", &setup.kubeconfig, &ns, "leader");
+        let b = Process::start("b", &setup.kubeconfig, &ns, "leader");
         let wanted = format!("cannot {verb} resource \\\"{resource}\\\"");
         let wanted_plain = format!("cannot {verb} resource \"{resource}\"");
         let deadline = Instant::now() + Duration::from_secs(45);
         loop {
-            let log = p.log();
+            let log = format!("{}{}", a.log(), b.log());
             if log.contains(&wanted) || log.contains(&wanted_plain) {
                 let others: Vec<String> = refusals(&log)
                     .into_iter()

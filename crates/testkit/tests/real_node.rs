@@ -159,7 +159,10 @@ fn leftovers(
             .unwrap_or_default();
         let root = std::fs::read_link(p.join("root")).unwrap_or_default();
         let cwd = std::fs::read_link(p.join("cwd")).unwrap_or_default();
-        if cmdline.contains(&d) || root.starts_with(dir) || cwd.starts_with(dir) {
+        // The directory as a whole path (…/cluster-realnode must not match the
+        // …/cluster-realnode-faults of the test running beside this one).
+        let names_dir = cmdline.contains(&format!("{d}/")) || cmdline.split(' ').any(|a| a == d);
+        if names_dir || root.starts_with(dir) || cwd.starts_with(dir) {
             left.push(format!("process {pid}: {cmdline}"));
         }
     }
