@@ -281,7 +281,9 @@ maxPods: 50
 serializeImagePulls: false
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
+# Absolute, small thresholds: the machine's shared disk can run low (1 % of 252G is 2.5G),
+# and a node under DiskPressure taints itself and refuses every test pod.
+evictionHard: {memory.available: 100Mi, nodefs.available: 512Mi, imagefs.available: 512Mi, nodefs.inodesFree: 1%}
 makeIPTablesUtilChains: true
 shutdownGracePeriod: 0s
 EOF

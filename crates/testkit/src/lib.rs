@@ -577,6 +577,25 @@ pub fn require_real_node() -> &'static str {
         gpus.is_some_and(|g| g != "0"),
         "the real node {NODE} advertises no nvidia.com/gpu ({text:?}); see target/cluster/logs/gpu-advertiser.log"
     );
+    // A node under pressure taints itself and refuses every pod: say so, not "unschedulable".
+    let out = kubectl(&[
+        "get",
+        "node",
+        NODE,
+        "-o",
+        "jsonpath={range .status.conditions[?(@.status==\"True\")]}{.type}: {.message}{\"\\n\"}{end}",
+    ]);
+    let pressure: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("Pressure"))
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        pressure.is_empty(),
+        "the real node {NODE} is under pressure and refuses pods ({}); free disk or memory \
+         on this machine (`df -h`), the kubelet lifts it within minutes",
+        pressure.join("; ")
+    );
     NODE
 }
 

@@ -153,6 +153,9 @@ impl Sim {
     }
 
     fn wait_ready(&self) {
+        // Its own word first: the port was picked free, but another process could
+        // take it meanwhile, and a connection alone would not tell whose it is.
+        self.wait_log("Application startup complete.");
         let start = Instant::now();
         while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
             assert!(
