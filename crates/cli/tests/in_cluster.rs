@@ -29,23 +29,12 @@ use kube::{
     core::DynamicObject,
 };
 use serde_json::{Value, json};
-use testkit::TestNamespace;
+use testkit::{TestNamespace, stdout_of};
 
 const IMAGE_REPOSITORY: &str = "localhost/vllmservice-operator";
 const IMAGE_TAG: &str = "dev";
 /// Up to a real node's container start, the operator's cache sync and a lease.
 const WAIT: Duration = Duration::from_secs(120);
-
-fn stdout_of(what: &str, out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "{what} failed ({}):\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8 output")
-}
 
 /// `hack/tools/helm.sh ARGS` against the shared cluster.
 fn helm(args: &[&str]) -> Output {

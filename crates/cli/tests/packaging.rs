@@ -3,11 +3,7 @@
 //! `deploy/install.yaml` are admitted by a namespace that enforces the
 //! restricted Pod Security Standard on the local cluster.
 
-use std::{
-    path::PathBuf,
-    process::{Command, Output},
-    time::Duration,
-};
+use std::{path::PathBuf, process::Command, time::Duration};
 
 use k8s_openapi::api::{
     apps::v1::{Deployment, ReplicaSet},
@@ -15,7 +11,7 @@ use k8s_openapi::api::{
     rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
 };
 use kube::{Api, api::ListParams, core::DynamicObject};
-use testkit::TestNamespace;
+use testkit::{TestNamespace, stdout_of};
 
 const BIN: &str = env!("CARGO_BIN_EXE_vllmservice-operator");
 const CHART: &str = "charts/vllmservice-operator";
@@ -26,17 +22,6 @@ fn repo(relative: &str) -> PathBuf {
 
 fn read(relative: &str) -> String {
     std::fs::read_to_string(repo(relative)).unwrap_or_else(|e| panic!("reading {relative}: {e}"))
-}
-
-fn stdout_of(what: &str, out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "{what} failed ({}):\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8 output")
 }
 
 fn operator(args: &[&str]) -> String {

@@ -674,3 +674,15 @@ pub fn http_request(
     }
     Ok((status, out))
 }
+
+/// The stdout of a command's `out`put; panics naming `what`, with its output, unless it succeeded.
+pub fn stdout_of(what: &str, out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
