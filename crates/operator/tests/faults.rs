@@ -32,7 +32,7 @@ use futures::StreamExt;
 use gateway_api::apis::standard::httproutes::HttpRoute;
 use k8s_openapi::api::{
     apps::v1::Deployment,
-    core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, Secret, Service},
+    core::v1::{Namespace, Secret, Service},
     events::v1::Event,
 };
 use kube::{
@@ -378,28 +378,7 @@ impl Fx {
 
     /// A bound PVC `name` (backed by a static PV made for it).
     async fn bound_pvc(&self, name: &str) {
-        let pv: PersistentVolume = serde_json::from_value(json!({
-            "metadata": {"name": format!("{}-{name}", self.ns)},
-            "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadOnlyMany"],
-                     "storageClassName": "static-models", "hostPath": {"path": "/data/models"},
-                     "persistentVolumeReclaimPolicy": "Delete",
-                     "claimRef": {"namespace": self.ns, "name": name}}
-        }))
-        .unwrap();
-        Api::<PersistentVolume>::all(self.client.clone())
-            .create(&PostParams::default(), &pv)
-            .await
-            .unwrap();
-        let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
-            "metadata": {"name": name},
-            "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "static-models",
-                     "resources": {"requests": {"storage": "10Gi"}}}
-        }))
-        .unwrap();
-        self.api::<PersistentVolumeClaim>()
-            .create(&PostParams::default(), &pvc)
-            .await
-            .unwrap();
+        common::bound_pvc(&self.client, &self.ns, name, "/data/models").await;
     }
 
     async fn create(&self, body: Value) -> VLLMService {

@@ -20,11 +20,11 @@ use std::{path::PathBuf, time::Duration};
 use common::{Env, WAIT, condition, is_available};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::{
-    api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, Service},
+    api::core::v1::{Pod, Service},
     jiff::Timestamp,
 };
 use kube::{
-    Api, ResourceExt,
+    ResourceExt,
     api::{DeleteParams, ListParams, LogParams, PostParams},
     runtime::{WatchStreamExt, watcher},
 };
@@ -67,29 +67,7 @@ async fn model_pvc(env: &Env, name: &str) -> ModelVolume {
         pv: pv_name.clone(),
         dir: dir.clone(),
     };
-    let pv: PersistentVolume = serde_json::from_value(json!({
-        "metadata": {"name": pv_name},
-        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadOnlyMany"],
-                 "storageClassName": "static-models",
-                 "hostPath": {"path": dir.to_str().unwrap(), "type": "Directory"},
-                 "persistentVolumeReclaimPolicy": "Retain",
-                 "claimRef": {"namespace": env.ns.name, "name": name}}
-    }))
-    .unwrap();
-    Api::<PersistentVolume>::all(env.client.clone())
-        .create(&PostParams::default(), &pv)
-        .await
-        .unwrap();
-    let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "static-models",
-                 "resources": {"requests": {"storage": "1Gi"}}}
-    }))
-    .unwrap();
-    env.api::<PersistentVolumeClaim>()
-        .create(&PostParams::default(), &pvc)
-        .await
-        .unwrap();
+    common::bound_pvc(&env.client, &env.ns.name, name, dir.to_str().unwrap()).await;
     volume
 }
 

@@ -320,27 +320,7 @@ async fn without_optional_apis_the_service_reports_them_and_converges_once_insta
     // Monitoring does not gate serving: without the Prometheus Operator's CRDs a
     // monitored service (its PVC bound, no gatewayRef) is Running, and says what is
     // missing in MonitoringReady and Degraded.
-    let pv: k8s_openapi::api::core::v1::PersistentVolume = serde_json::from_value(json!({
-        "metadata": {"name": "rt-late-models"},
-        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadOnlyMany"],
-                 "storageClassName": "static-models", "hostPath": {"path": "/data/models"},
-                 "claimRef": {"namespace": ns, "name": "models"}}
-    }))
-    .unwrap();
-    Api::all(client.clone())
-        .create(&PostParams::default(), &pv)
-        .await
-        .unwrap();
-    let pvc: k8s_openapi::api::core::v1::PersistentVolumeClaim = serde_json::from_value(json!({
-        "metadata": {"name": "models"},
-        "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "static-models",
-                 "resources": {"requests": {"storage": "1Gi"}}}
-    }))
-    .unwrap();
-    Api::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &pvc)
-        .await
-        .unwrap();
+    common::bound_pvc(&client, ns, "models", "/data/models").await;
     let mut monitored = gpu_service("watched", "models");
     monitored["spec"]["monitoring"] = json!({"enabled": true});
     let monitored: VLLMService = serde_json::from_value(monitored).unwrap();

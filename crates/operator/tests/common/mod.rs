@@ -118,28 +118,7 @@ impl Env {
 
     /// A bound PVC named `name` (backed by a static PV made for it).
     pub async fn bound_pvc(&self, name: &str) {
-        let pv: PersistentVolume = serde_json::from_value(json!({
-            "metadata": {"name": format!("{}-{name}", self.ns.name)},
-            "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadOnlyMany"],
-                     "storageClassName": "static-models", "hostPath": {"path": "/data/models"},
-                     "persistentVolumeReclaimPolicy": "Delete",
-                     "claimRef": {"namespace": self.ns.name, "name": name}}
-        }))
-        .unwrap();
-        Api::<PersistentVolume>::all(self.client.clone())
-            .create(&PostParams::default(), &pv)
-            .await
-            .unwrap();
-        let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
-            "metadata": {"name": name},
-            "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "static-models",
-                     "resources": {"requests": {"storage": "10Gi"}}}
-        }))
-        .unwrap();
-        self.api::<PersistentVolumeClaim>()
-            .create(&PostParams::default(), &pvc)
-            .await
-            .unwrap();
+        bound_pvc(&self.client, &self.ns.name, name, "/data/models").await;
     }
 
     /// Creates a VLLMService from JSON (namespace filled in).
@@ -237,6 +216,33 @@ impl QuietCounts for Metrics {
         })
         .await
     }
+}
+
+/// A PVC `name` in `ns`, bound to a static hostPath PersistentVolume made for it
+/// (named `<ns>-<name>`, deleted with the claim) at `host_path`.
+pub async fn bound_pvc(client: &Client, ns: &str, name: &str, host_path: &str) {
+    let pv: PersistentVolume = serde_json::from_value(json!({
+        "metadata": {"name": format!("{ns}-{name}")},
+        "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadOnlyMany"],
+                 "storageClassName": "static-models", "hostPath": {"path": host_path},
+                 "persistentVolumeReclaimPolicy": "Delete",
+                 "claimRef": {"namespace": ns, "name": name}}
+    }))
+    .unwrap();
+    Api::<PersistentVolume>::all(client.clone())
+        .create(&PostParams::default(), &pv)
+        .await
+        .unwrap();
+    let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "static-models",
+                 "resources": {"requests": {"storage": "10Gi"}}}
+    }))
+    .unwrap();
+    Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &pvc)
+        .await
+        .unwrap();
 }
 
 /// The condition of `type_`, as (status, reason, message).
