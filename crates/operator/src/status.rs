@@ -68,15 +68,17 @@ pub fn min_ready(d: &Deployment, desired: i32) -> i32 {
         Some("Recreate") => desired,
         _ => {
             let rolling = strategy.and_then(|s| s.rolling_update.as_ref());
+            // Unset is Kubernetes' default of 25 %; percentages round up for surge, down for unavailable.
             let scaled = |v: Option<&IntOrString>, round_up: bool| match v {
                 Some(IntOrString::Int(n)) => *n,
-                Some(IntOrString::String(p)) => {
-                    let pct: i64 = p.trim_end_matches('%').parse().unwrap_or(25);
+                other => {
+                    let pct: i64 = match other {
+                        Some(IntOrString::String(p)) => {
+                            p.trim_end_matches('%').parse().unwrap_or(25)
+                        }
+                        _ => 25,
+                    };
                     let x = i64::from(desired) * pct;
-                    (if round_up { (x + 99) / 100 } else { x / 100 }) as i32
-                }
-                None => {
-                    let x = i64::from(desired) * 25;
                     (if round_up { (x + 99) / 100 } else { x / 100 }) as i32
                 }
             };
@@ -448,5 +450,44 @@ pub fn invalid(
         phase: Some(Phase::Failed),
         message: Some(message.to_string()),
         ..prev
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::min_ready;
+    use k8s_openapi::api::apps::v1::Deployment;
+    use serde_json::json;
+
+    fn with_strategy(strategy: serde_json::Value) -> Deployment {
+        serde_json::from_value(json!({"spec": {"selector": {}, "template": {},
+            "strategy": strategy}}))
+        .unwrap()
+    }
+
+    #[test]
+    fn min_ready_follows_the_rollout_strategy_with_kubernetes_rounding() {
+        let default = with_strategy(json!({}));
+        // 25 % of 1 and of 3 round down to 0 unavailable; of 4 to 1.
+        assert_eq!(min_ready(&default, 1), 1);
+        assert_eq!(min_ready(&default, 3), 3);
+        assert_eq!(min_ready(&default, 4), 3);
+        assert_eq!(min_ready(&default, 0), 0);
+        let recreate = with_strategy(json!({"type": "Recreate"}));
+        assert_eq!(
+            min_ready(&recreate, 3),
+            1,
+            "never below 1 while any are desired"
+        );
+        let two = with_strategy(json!({"type": "RollingUpdate",
+            "rollingUpdate": {"maxUnavailable": 2, "maxSurge": "50%"}}));
+        assert_eq!(min_ready(&two, 4), 2);
+        let stuck = with_strategy(json!({"type": "RollingUpdate",
+            "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 0}}));
+        assert_eq!(
+            min_ready(&stuck, 4),
+            3,
+            "both zero: the Deployment controller allows 1"
+        );
     }
 }
