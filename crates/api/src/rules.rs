@@ -38,6 +38,10 @@ pub mod limits {
     pub const ENV: usize = 128;
     /// Length of an `env[].name`.
     pub const ENV_NAME: usize = 256;
+    /// `shutdown.drainSeconds`: an hour.
+    pub const DRAIN_SECONDS: i32 = 3600;
+    /// `shutdown.preStopSeconds`: ten minutes.
+    pub const PRE_STOP_SECONDS: i32 = 600;
 }
 
 /// A vLLM flag that the operator sets from a typed field, so `engineArgs.extraArgs` must not
@@ -98,6 +102,11 @@ pub const RESERVED_FLAGS: &[ReservedFlag] = &[
         flag: "--tensor-parallel-size",
         aliases: &["--tensor_parallel_size", "-tp"],
         instead: "use spec.engineArgs.tensorParallelSize",
+    },
+    ReservedFlag {
+        flag: "--shutdown-timeout",
+        aliases: &["--shutdown_timeout"],
+        instead: "use spec.shutdown.drainSeconds",
     },
 ];
 
@@ -364,7 +373,66 @@ pub const ABSOLUTE_PATH_CEL: &str = "self.startsWith('/')";
 pub const NAME_CEL: &str =
     "size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')";
 
+/// `rollout`: a Surge rollout must be allowed to start or stop a pod.
+pub const SURGE_PROGRESSES_CEL: &str = "!has(self.strategy) || self.strategy != 'Surge' || \
+     (has(self.maxSurge) ? self.maxSurge : 1) + (has(self.maxUnavailable) ? self.maxUnavailable : 0) > 0";
+
+/// Rust twin of [`SURGE_PROGRESSES_CEL`].
+pub fn surge_progresses(strategy_is_surge: bool, max_surge: i32, max_unavailable: i32) -> bool {
+    !strategy_is_surge || i64::from(max_surge) + i64::from(max_unavailable) > 0
+}
+
+/// The CEL of `shutdown.preStopSeconds` and `shutdown.drainSeconds` with their defaults, on
+/// the spec.
+const PRE_STOP_SECONDS_CEL: &str =
+    "(has(self.shutdown) && has(self.shutdown.preStopSeconds) ? self.shutdown.preStopSeconds : 10)";
+const DRAIN_SECONDS_CEL: &str =
+    "(has(self.shutdown) && has(self.shutdown.drainSeconds) ? self.shutdown.drainSeconds : 30)";
+
+/// The spec: `terminationGracePeriodSeconds`, when set, covers preStop + drain + exit.
+pub fn grace_period_cel() -> String {
+    format!(
+        "!has(self.terminationGracePeriodSeconds) || self.terminationGracePeriodSeconds >= \
+         {PRE_STOP_SECONDS_CEL} + {DRAIN_SECONDS_CEL} + 10"
+    )
+}
+
+/// The message of [`grace_period_cel`] as a CEL messageExpression, giving the three numbers.
+pub fn grace_period_message_cel() -> String {
+    format!(
+        "'terminationGracePeriodSeconds (' + string(self.terminationGracePeriodSeconds) + ') \
+         must be at least shutdown.preStopSeconds (' + string({PRE_STOP_SECONDS_CEL}) + ') + \
+         shutdown.drainSeconds (' + string({DRAIN_SECONDS_CEL}) + ') + 10 seconds for vLLM to \
+         exit = ' + string({PRE_STOP_SECONDS_CEL} + {DRAIN_SECONDS_CEL} + 10) + ', or vLLM is \
+         killed while it drains'"
+    )
+}
+
+/// Rust twin of [`grace_period_cel`].
+pub fn grace_period_covers_shutdown(grace: Option<i64>, pre_stop: i32, drain: i32) -> bool {
+    grace.is_none_or(|g| g >= i64::from(pre_stop) + i64::from(drain) + 10)
+}
+
 pub mod messages {
+    /// `rollout` with strategy Surge.
+    pub const SURGE_PROGRESSES: &str = "rollout.maxSurge and rollout.maxUnavailable must not \
+                                        both be 0 with strategy Surge: no pod could be replaced";
+
+    /// `terminationGracePeriodSeconds` below preStop + drain + exit (what
+    /// [`super::grace_period_message_cel`] evaluates to).
+    pub fn grace_period(grace: i64, pre_stop: i32, drain: i32) -> String {
+        format!(
+            "terminationGracePeriodSeconds ({grace}) must be at least shutdown.preStopSeconds \
+             ({pre_stop}) + shutdown.drainSeconds ({drain}) + 10 seconds for vLLM to exit = {}, \
+             or vLLM is killed while it drains",
+            i64::from(pre_stop) + i64::from(drain) + 10
+        )
+    }
+
+    /// The static message of the grace-period rule (for clients that ignore messageExpression).
+    pub const GRACE_PERIOD: &str = "terminationGracePeriodSeconds must be at least \
+                                    shutdown.preStopSeconds + shutdown.drainSeconds + 10";
+
     /// `metadata.name`.
     pub const NAME: &str = "metadata.name must be a DNS-1035 label (at most 63 lowercase \
                             letters, digits and '-', starting with a letter and ending with a \

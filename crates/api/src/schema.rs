@@ -56,6 +56,21 @@ fn node_at<'a>(node: &'a mut Value, path: &[&str]) -> &'a mut Value {
     })
 }
 
+/// The spec's rule that terminationGracePeriodSeconds covers the shutdown, reported on that
+/// field with the three numbers.
+pub(crate) fn grace_period_rule(schema: &mut Schema) {
+    push_entry(
+        schema.ensure_object(),
+        json!({
+            "rule": rules::grace_period_cel(),
+            "messageExpression": rules::grace_period_message_cel(),
+            "message": messages::GRACE_PERIOD,
+            "fieldPath": ".terminationGracePeriodSeconds",
+            "reason": "FieldValueInvalid",
+        }),
+    );
+}
+
 /// A transform that adds one CEL rule.
 pub(crate) fn cel(rule: String, message: String) -> impl FnMut(&mut Schema) {
     move |schema| push_rule(schema, &rule, &message)

@@ -96,6 +96,7 @@ pub mod condition_types {
 )]
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = schema::unwrap_doc_lines)]
+#[schemars(transform = schema::grace_period_rule)]
 pub struct VLLMServiceSpec {
     /// Container image that runs vLLM's OpenAI-compatible server, e.g.
     /// vllm/vllm-openai:latest.
@@ -239,6 +240,142 @@ pub struct VLLMServiceSpec {
     /// capabilities dropped; a field set here wins over its default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub security_context: Option<SecurityContext>,
+
+    /// How a pod stops without cutting off requests: it keeps serving while the Service
+    /// stops sending it new ones (preStopSeconds), then vLLM lets in-flight requests
+    /// finish (drainSeconds).
+    #[serde(default)]
+    pub shutdown: Shutdown,
+
+    /// Seconds Kubernetes waits for a stopping pod before it kills it. Unset:
+    /// shutdown.preStopSeconds + shutdown.drainSeconds + 10. A value below that sum is
+    /// refused: vLLM would be killed while it drains.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub termination_grace_period_seconds: Option<i64>,
+
+    /// How pods are replaced when the spec changes.
+    #[serde(default)]
+    pub rollout: Rollout,
+
+    /// A PodDisruptionBudget that lets voluntary disruptions (node drains, evictions) stop
+    /// at most one pod at a time, made when replicas > 1.
+    #[serde(default)]
+    pub disruption_budget: DisruptionBudget,
+}
+
+/// How a pod stops (SIGTERM handling).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+#[schemars(transform = schema::unwrap_doc_lines)]
+pub struct Shutdown {
+    /// Seconds vLLM lets in-flight requests finish after SIGTERM (--shutdown-timeout, vLLM
+    /// 0.18 or later). 0 aborts them at once, vLLM's own default. Defaults to 30.
+    #[schemars(range(min = 0, max = limits::DRAIN_SECONDS))]
+    pub drain_seconds: i32,
+
+    /// Seconds a stopping pod keeps serving before vLLM gets SIGTERM (a preStop sleep), so
+    /// that Services and Gateways stop sending it requests first. 0: no preStop hook.
+    /// Defaults to 10.
+    #[schemars(range(min = 0, max = limits::PRE_STOP_SECONDS))]
+    pub pre_stop_seconds: i32,
+}
+
+impl Default for Shutdown {
+    fn default() -> Self {
+        Self {
+            drain_seconds: 30,
+            pre_stop_seconds: 10,
+        }
+    }
+}
+
+impl Shutdown {
+    /// Seconds a stopping vLLM needs after its drain (to exit).
+    pub const EXIT_SECONDS: i64 = 10;
+
+    /// The smallest terminationGracePeriodSeconds that lets a pod drain:
+    /// preStop + drain + [`Shutdown::EXIT_SECONDS`].
+    pub fn grace_period_seconds(&self) -> i64 {
+        i64::from(self.pre_stop_seconds) + i64::from(self.drain_seconds) + Self::EXIT_SECONDS
+    }
+}
+
+/// How pods are replaced when the spec changes.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+pub enum RolloutStrategy {
+    /// Surge when a new pod fits beside the old ones (free GPUs on nodes the pods may run
+    /// on), else replace one pod at a time.
+    #[default]
+    Auto,
+    /// Start up to maxSurge new pods before stopping old ones (needs spare GPUs).
+    Surge,
+    /// Stop one old pod, then start its replacement: no spare GPU needed; with one replica
+    /// the service is down until the new pod is ready.
+    OneAtATime,
+    /// Stop every old pod, then start the new ones.
+    Recreate,
+}
+
+impl RolloutStrategy {
+    /// The value as it is serialized.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RolloutStrategy::Auto => "Auto",
+            RolloutStrategy::Surge => "Surge",
+            RolloutStrategy::OneAtATime => "OneAtATime",
+            RolloutStrategy::Recreate => "Recreate",
+        }
+    }
+}
+
+impl fmt::Display for RolloutStrategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How pods are replaced when the spec changes.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+#[schemars(transform = schema::unwrap_doc_lines)]
+#[schemars(transform = schema::cel(rules::SURGE_PROGRESSES_CEL.into(), messages::SURGE_PROGRESSES.into()))]
+pub struct Rollout {
+    /// Auto, Surge, OneAtATime or Recreate. Defaults to Auto.
+    pub strategy: RolloutStrategy,
+
+    /// With Surge: how many new pods may start before old ones stop. Defaults to 1.
+    #[schemars(range(min = 0))]
+    pub max_surge: i32,
+
+    /// With Surge: how many pods may be unavailable during the rollout. Defaults to 0.
+    #[schemars(range(min = 0))]
+    pub max_unavailable: i32,
+}
+
+impl Default for Rollout {
+    fn default() -> Self {
+        Self {
+            strategy: RolloutStrategy::Auto,
+            max_surge: 1,
+            max_unavailable: 0,
+        }
+    }
+}
+
+/// The PodDisruptionBudget of the pods.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+#[schemars(transform = schema::unwrap_doc_lines)]
+pub struct DisruptionBudget {
+    /// Make a PodDisruptionBudget (maxUnavailable 1) when replicas > 1. Defaults to true.
+    pub enabled: bool,
+}
+
+impl Default for DisruptionBudget {
+    fn default() -> Self {
+        Self { enabled: true }
+    }
 }
 
 fn default_replicas() -> i32 {
@@ -726,6 +863,19 @@ pub struct VLLMServiceStatus {
     /// Namespace of the Gateway the HTTPRoute attaches to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway_ref_namespace: Option<String>,
+
+    /// Name of the PodDisruptionBudget, when there is one (disruptionBudget.enabled and
+    /// replicas > 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disruption_budget_name: Option<String>,
+
+    /// How many pods the PodDisruptionBudget lets voluntary disruptions stop now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disruptions_allowed: Option<i32>,
+
+    /// How the last rollout replaces pods: Surge, OneAtATime or Recreate (what Auto chose).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout_strategy: Option<String>,
 
     /// A human-readable summary of what is wrong or what is being waited for.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -13,7 +13,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::rules::{self, RESERVED_FLAGS, limits, messages};
 use crate::v1alpha1::{
-    EngineArgs, GatewayRef, Monitoring, Probe, ProbeKind, Storage, VLLMService, VLLMServiceSpec,
+    EngineArgs, GatewayRef, Monitoring, Probe, ProbeKind, Rollout, RolloutStrategy, Storage,
+    VLLMService, VLLMServiceSpec,
 };
 
 /// One rule broken by one field.
@@ -223,6 +224,8 @@ fn check_spec(spec: &VLLMServiceSpec, errors: &mut Errors) {
     check_probe(&spec.liveness_probe, errors);
     check_probe(&spec.readiness_probe, errors);
     check_monitoring(&spec.monitoring, errors);
+    check_shutdown(spec, errors);
+    check_rollout(&spec.rollout, errors);
     if spec.pod_annotations.len() > limits::MAP_ENTRIES {
         errors.push(
             "spec.podAnnotations",
@@ -524,6 +527,50 @@ fn check_monitoring(monitoring: &Monitoring, errors: &mut Errors) {
         if errors.length(&field, value, 1, limits::LABEL_NAME) && !rules::is_label_value(value) {
             errors.push(field, "must be a valid label value");
         }
+    }
+}
+
+fn check_shutdown(spec: &VLLMServiceSpec, errors: &mut Errors) {
+    let s = &spec.shutdown;
+    for (name, value, max) in [
+        ("drainSeconds", s.drain_seconds, limits::DRAIN_SECONDS),
+        (
+            "preStopSeconds",
+            s.pre_stop_seconds,
+            limits::PRE_STOP_SECONDS,
+        ),
+    ] {
+        let field = format!("spec.shutdown.{name}");
+        errors.at_least(&field, value, 0);
+        if value > max {
+            errors.push(field, format!("must be at most {max}"));
+        }
+    }
+    if let Some(grace) = spec.termination_grace_period_seconds {
+        if grace < 0 {
+            errors.push("spec.terminationGracePeriodSeconds", "must be at least 0");
+        } else if !rules::grace_period_covers_shutdown(
+            Some(grace),
+            s.pre_stop_seconds,
+            s.drain_seconds,
+        ) {
+            errors.push(
+                "spec.terminationGracePeriodSeconds",
+                messages::grace_period(grace, s.pre_stop_seconds, s.drain_seconds),
+            );
+        }
+    }
+}
+
+fn check_rollout(rollout: &Rollout, errors: &mut Errors) {
+    errors.at_least("spec.rollout.maxSurge", rollout.max_surge, 0);
+    errors.at_least("spec.rollout.maxUnavailable", rollout.max_unavailable, 0);
+    if !rules::surge_progresses(
+        rollout.strategy == RolloutStrategy::Surge,
+        rollout.max_surge,
+        rollout.max_unavailable,
+    ) {
+        errors.push("spec.rollout", messages::SURGE_PROGRESSES);
     }
 }
 

@@ -19,7 +19,6 @@ use kube::{
 };
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 use vllmservice_api::VLLMService;
 
 pub use crate::done::{Done, Outcome};
@@ -71,6 +70,7 @@ pub async fn converge(ctx: &Context, vs: &VLLMService, want: Desired, seen: &See
         route: child(ctx, vs, want.route, seen.route.clone()).await?,
         monitor: child(ctx, vs, want.monitor, seen.monitor.clone()).await?,
         rule: child(ctx, vs, want.rule, seen.rule.clone()).await?,
+        pdb: child(ctx, vs, want.pdb, seen.pdb.clone()).await?,
     })
 }
 
@@ -359,7 +359,7 @@ where
 /// The desired object as JSON with the hash annotation set.
 fn stamped<K: Serialize>(desired: &K) -> Value {
     let mut v = serde_json::to_value(desired).expect("Kubernetes objects serialize to JSON");
-    let hash = hex(&Sha256::digest(v.to_string().as_bytes())[..8]);
+    let hash = crate::build::content_hash(&v);
     let meta = v
         .as_object_mut()
         .and_then(|o| o.get_mut("metadata"))
@@ -372,10 +372,6 @@ fn stamped<K: Serialize>(desired: &K) -> Value {
         a.insert(APPLIED_HASH_ANNOTATION.into(), Value::String(hash));
     }
     v
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn up_to_date<K: Serialize>(desired: &Value, live: &K) -> bool {

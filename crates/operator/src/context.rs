@@ -11,7 +11,8 @@ use std::{
 use gateway_api::apis::standard::{gateways::Gateway, httproutes::HttpRoute};
 use k8s_openapi::api::{
     apps::v1::Deployment,
-    core::v1::{PersistentVolumeClaim, Pod, Service},
+    core::v1::{Node, PersistentVolumeClaim, Pod, Service},
+    policy::v1::PodDisruptionBudget,
 };
 use kube::{
     Client, Resource, ResourceExt,
@@ -29,6 +30,7 @@ use crate::{
     metrics::Metrics,
     names,
     optional::Apis,
+    placement::{self, Amounts, Capacity, NodeFacts},
     prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor},
 };
 
@@ -71,6 +73,10 @@ pub struct Caches {
     /// The pods of each VLLMService, by namespace and instance label.
     pub pod_index: PodIndex,
     pub pvcs: Cache<PersistentVolumeClaim>,
+    pub pdbs: Cache<PodDisruptionBudget>,
+    /// Nodes and what every pod holds on them; None when the operator watches
+    /// one namespace (it cannot see other namespaces' pods).
+    pub placement: Option<Placement>,
     /// Present when the Gateway API is installed.
     pub routes: Option<Cache<HttpRoute>>,
     pub gateways: Option<Cache<Gateway>>,
@@ -86,6 +92,7 @@ impl Caches {
         self.services.synced().await;
         self.pods.synced().await;
         self.pvcs.synced().await;
+        self.pdbs.synced().await;
         if let Some(c) = &self.routes {
             c.synced().await;
         }
@@ -281,6 +288,135 @@ impl PodIndex {
             .get(&(namespace.to_string(), name.to_string()))
             .map(|p| p.iter().cloned().collect())
             .unwrap_or_default()
+    }
+}
+
+/// The nodes and the extended resources every pod holds on each, kept up to
+/// date by a node watch and a watch of all running pods, so that a reconcile
+/// can ask how many more pods of a VLLMService fit without listing anything.
+#[derive(Clone, Default)]
+pub struct Placement(Arc<RwLock<PlacementState>>);
+
+#[derive(Default)]
+struct PlacementState {
+    nodes: HashMap<String, NodeFacts>,
+    nodes_relisting: Option<HashMap<String, NodeFacts>>,
+    nodes_synced: bool,
+    /// Per pod with a node and extended resources: its node and amounts.
+    pods: HashMap<(String, String), (String, Amounts)>,
+    pods_relisting: Option<HashMap<(String, String), (String, Amounts)>>,
+    pods_synced: bool,
+    /// The sums of `pods` per node.
+    used: HashMap<String, Amounts>,
+}
+
+/// A pod's key and what it holds on its node, if anything.
+fn holding(pod: &Pod) -> Option<((String, String), (String, Amounts))> {
+    let node = pod.spec.as_ref()?.node_name.clone()?;
+    let demand = placement::pod_demand(pod);
+    let key = (pod.namespace()?, pod.name_any());
+    (!demand.is_empty()).then_some((key, (node, demand)))
+}
+
+fn sum_by_node(pods: &HashMap<(String, String), (String, Amounts)>) -> HashMap<String, Amounts> {
+    let mut used: HashMap<String, Amounts> = HashMap::new();
+    for (node, amounts) in pods.values() {
+        let total = used.entry(node.clone()).or_default();
+        for (name, n) in amounts {
+            *total.entry(name.clone()).or_default() += n;
+        }
+    }
+    used
+}
+
+impl PlacementState {
+    fn set_pod(&mut self, key: (String, String), held: Option<(String, Amounts)>) {
+        let adjust = |used: &mut HashMap<String, Amounts>,
+                      (node, amounts): &(String, Amounts),
+                      sign: i64| {
+            let total = used.entry(node.clone()).or_default();
+            for (name, n) in amounts {
+                *total.entry(name.clone()).or_default() += sign * n;
+            }
+            total.retain(|_, n| *n != 0);
+            if total.is_empty() {
+                used.remove(node);
+            }
+        };
+        if let Some(old) = self.pods.remove(&key) {
+            adjust(&mut self.used, &old, -1);
+        }
+        if let Some(new) = held {
+            adjust(&mut self.used, &new, 1);
+            self.pods.insert(key, new);
+        }
+    }
+}
+
+impl Placement {
+    /// Applies one event of the node watch.
+    pub fn saw_node(&self, event: &Result<watcher::Event<Node>, watcher::Error>) {
+        let Ok(event) = event else { return };
+        let mut s = self.0.write().expect("placement lock");
+        match event {
+            watcher::Event::Apply(n) => {
+                s.nodes.insert(n.name_any(), NodeFacts::of(n));
+            }
+            watcher::Event::Delete(n) => {
+                s.nodes.remove(&n.name_any());
+            }
+            watcher::Event::Init => s.nodes_relisting = Some(HashMap::new()),
+            watcher::Event::InitApply(n) => {
+                if let Some(next) = s.nodes_relisting.as_mut() {
+                    next.insert(n.name_any(), NodeFacts::of(n));
+                }
+            }
+            watcher::Event::InitDone => {
+                if let Some(next) = s.nodes_relisting.take() {
+                    s.nodes = next;
+                }
+                s.nodes_synced = true;
+            }
+        }
+    }
+
+    /// Applies one event of the watch of all running pods.
+    pub fn saw_pod(&self, event: &Result<watcher::Event<Pod>, watcher::Error>) {
+        let Ok(event) = event else { return };
+        let mut s = self.0.write().expect("placement lock");
+        let key = |p: &Pod| (p.namespace().unwrap_or_default(), p.name_any());
+        match event {
+            watcher::Event::Apply(p) => {
+                let held = holding(p).map(|(_, h)| h);
+                s.set_pod(key(p), held);
+            }
+            watcher::Event::Delete(p) => s.set_pod(key(p), None),
+            watcher::Event::Init => s.pods_relisting = Some(HashMap::new()),
+            watcher::Event::InitApply(p) => {
+                if let (Some((k, h)), Some(next)) = (holding(p), s.pods_relisting.as_mut()) {
+                    next.insert(k, h);
+                }
+            }
+            watcher::Event::InitDone => {
+                if let Some(next) = s.pods_relisting.take() {
+                    s.used = sum_by_node(&next);
+                    s.pods = next;
+                }
+                s.pods_synced = true;
+            }
+        }
+    }
+
+    /// Where the pods of `spec` may run and how many more fit; None until both
+    /// watches have listed, or when the pods ask for no extended resource.
+    pub fn capacity(&self, spec: &vllmservice_api::VLLMServiceSpec) -> Option<Capacity> {
+        let s = self.0.read().expect("placement lock");
+        if !(s.nodes_synced && s.pods_synced) {
+            return None;
+        }
+        placement::capacity(spec, s.nodes.values(), |node| {
+            s.used.get(node).cloned().unwrap_or_default()
+        })
     }
 }
 

@@ -14,7 +14,8 @@ use futures::{Future, FutureExt, Stream, StreamExt};
 use gateway_api::apis::standard::{gateways::Gateway, httproutes::HttpRoute};
 use k8s_openapi::api::{
     apps::v1::Deployment,
-    core::v1::{PersistentVolumeClaim, Pod, Service},
+    core::v1::{Node, PersistentVolumeClaim, Pod, Service},
+    policy::v1::PodDisruptionBudget,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
@@ -35,7 +36,7 @@ use vllmservice_api::VLLMService;
 
 use crate::prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor};
 use crate::{
-    context::{Cache, CacheFill, Caches, Context, PodIndex, backoff},
+    context::{Cache, CacheFill, Caches, Context, Placement, PodIndex, backoff},
     error::Error,
     events,
     health::Health,
@@ -302,6 +303,45 @@ fn slim_managed_fields(meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1
     }
 }
 
+/// A watch that only feeds `on_event` (an index such as [`Placement`]), in its own task.
+fn index_watch<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    on_event: impl Fn(&Result<watcher::Event<K>, watcher::Error>) + Send + 'static,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
+    let stream = watcher(api, config).backoff(watch_backoff());
+    tasks.push(tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            on_event(&event);
+        }
+    }));
+}
+
+/// The watches behind [`Placement`]: every node, and every pod that may hold
+/// resources (not finished).
+fn placement_watches(client: &Client, tasks: &mut Vec<tokio::task::JoinHandle<()>>) -> Placement {
+    let placement = Placement::default();
+    let p = placement.clone();
+    index_watch(
+        Api::<Node>::all(client.clone()),
+        watcher::Config::default(),
+        move |e| p.saw_node(e),
+        tasks,
+    );
+    let p = placement.clone();
+    index_watch(
+        Api::<Pod>::all(client.clone()),
+        watcher::Config::default().fields("status.phase!=Succeeded,status.phase!=Failed"),
+        move |e| p.saw_pod(e),
+        tasks,
+    );
+    placement
+}
+
 fn keep_all<K>(_: &mut K) {}
 
 fn ignore<K>(_: &Result<watcher::Event<K>, watcher::Error>) {}
@@ -381,10 +421,24 @@ async fn run_watches(
         ignore,
         &mut tasks,
     );
+    let (pdbs, pdb_events) = cached_watch(
+        scope.api::<PodDisruptionBudget>(),
+        managed.clone(),
+        keep_all,
+        ignore,
+        &mut tasks,
+    );
+    // Free GPUs are counted over the whole cluster: only an operator that sees
+    // every namespace's pods can count them.
+    let placement = opts
+        .namespace
+        .is_none()
+        .then(|| placement_watches(&client, &mut tasks));
     let pvc_store = store.clone();
     controller = controller
         .owns_stream(deployment_events)
         .owns_stream(service_events)
+        .owns_stream(pdb_events)
         .watches_stream(pod_events, |pod| {
             let ns = pod.namespace()?;
             names::instance_of(pod.labels()).map(|n| ObjectRef::new(n).within(&ns))
@@ -401,6 +455,8 @@ async fn run_watches(
         pods,
         pod_index,
         pvcs,
+        pdbs,
+        placement,
         routes: None,
         gateways: None,
         monitors: None,

@@ -2,7 +2,7 @@
 //! derivation.
 
 use gateway_api::apis::standard::httproutes::HttpRoute;
-use k8s_openapi::api::{apps::v1::Deployment, core::v1::Service};
+use k8s_openapi::api::{apps::v1::Deployment, core::v1::Service, policy::v1::PodDisruptionBudget};
 
 use crate::{
     prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor},
@@ -45,4 +45,5 @@ pub struct Done {
     pub route: Outcome<HttpRoute>,
     pub monitor: Outcome<ServiceMonitor>,
     pub rule: Outcome<PrometheusRule>,
+    pub pdb: Outcome<PodDisruptionBudget>,
 }

@@ -2,7 +2,8 @@
 //!
 //! The pipeline of one reconcile is [`reconcile`]; [`controller`] wires the
 //! watches and caches around it. Pure modules (no I/O): `build`, `status`,
-//! `route`, `conditions`, `diagnose`, `done`, `names`, `seen`, `text`.
+//! `route`, `conditions`, `diagnose`, `done`, `names`, `placement`, `seen`,
+//! `text`.
 
 pub mod apply;
 pub mod build;
@@ -17,6 +18,7 @@ pub mod health;
 pub mod metrics;
 pub mod names;
 pub mod optional;
+pub mod placement;
 pub mod prometheus;
 pub mod rbac;
 pub mod read;

@@ -45,6 +45,10 @@ pub const DEFAULT_NAMESPACE: &str = "vllmservice-system";
 pub enum Scope {
     Namespaced,
     Cluster,
+    /// Cluster-scoped, and used only when the operator watches every namespace
+    /// (counting free GPUs needs every namespace's pods): not granted in
+    /// watch-namespace mode.
+    AllNamespaces,
 }
 
 /// One RBAC rule: `verbs` on `resources` of API group `group` ("" = core).
@@ -115,11 +119,25 @@ pub const CLUSTER_RULES: &[Rule] = &[
         why: "the ServiceMonitor and PrometheusRule for spec.monitoring: as the HTTPRoute (delete: monitoring or alerts switched off)",
     },
     Rule {
+        group: "policy",
+        resources: &["poddisruptionbudgets"],
+        verbs: OWN_OPTIONAL,
+        scope: Scope::Namespaced,
+        why: "the PodDisruptionBudget when replicas > 1: as the HTTPRoute (delete: replicas down to 1 or spec.disruptionBudget.enabled false)",
+    },
+    Rule {
         group: "",
         resources: &["pods", "persistentvolumeclaims"],
         verbs: WATCH,
         scope: Scope::Namespaced,
-        why: "caches: diagnose pods (scheduling, image pulls, crashes) and check spec.storage's PVC",
+        why: "caches: diagnose pods (scheduling, image pulls, crashes) and check spec.storage's PVC; cluster-wide, the GPUs every pod holds (rollout strategy Auto)",
+    },
+    Rule {
+        group: "",
+        resources: &["nodes"],
+        verbs: WATCH,
+        scope: Scope::AllNamespaces,
+        why: "cache: the nodes' allocatable GPUs, labels and taints, for rollout strategy Auto and the numbers of a blocked rollout",
     },
     Rule {
         group: "gateway.networking.k8s.io",
@@ -363,8 +381,9 @@ mod tests {
     use k8s_openapi::api::{
         apps::v1::Deployment,
         coordination::v1::Lease,
-        core::v1::{PersistentVolumeClaim, Pod, Service},
+        core::v1::{Node, PersistentVolumeClaim, Pod, Service},
         events::v1::Event,
+        policy::v1::PodDisruptionBudget,
     };
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube::Resource;
@@ -396,7 +415,9 @@ mod tests {
             (gr::<HttpRoute>(), OWN_OPTIONAL, Scope::Namespaced),
             (gr::<ServiceMonitor>(), OWN_OPTIONAL, Scope::Namespaced),
             (gr::<PrometheusRule>(), OWN_OPTIONAL, Scope::Namespaced),
+            (gr::<PodDisruptionBudget>(), OWN_OPTIONAL, Scope::Namespaced),
             (gr::<Pod>(), WATCH, Scope::Namespaced),
+            (gr::<Node>(), WATCH, Scope::AllNamespaces),
             (gr::<PersistentVolumeClaim>(), WATCH, Scope::Namespaced),
             (gr::<Gateway>(), WATCH, Scope::Namespaced),
             (gr::<CustomResourceDefinition>(), WATCH, Scope::Cluster),
@@ -445,6 +466,8 @@ mod tests {
                 "pods",
                 &["get", "create", "patch", "update", "delete"][..],
             ),
+            ("", "nodes", &["get", "create", "patch", "update", "delete"]),
+            ("policy", "poddisruptionbudgets", &["update"]),
             (
                 "",
                 "persistentvolumeclaims",
@@ -510,7 +533,8 @@ mod tests {
             Some(&["customresourcedefinitions".to_string()][..])
         );
         let role = w.role.rules.unwrap();
-        assert_eq!(role.len(), CLUSTER_RULES.len() - 1);
+        // Less the CRD rule and the node rule (no free-GPU count in this mode).
+        assert_eq!(role.len(), CLUSTER_RULES.len() - 2);
         assert!(
             !role
                 .iter()

@@ -56,6 +56,8 @@ pub fn gather(vs: &VLLMService, ctx: &Context) -> Result<Seen> {
         route: child(caches.routes.as_ref(), &ns, &name)?,
         monitor: child(caches.monitors.as_ref(), &ns, &name)?,
         rule: child(caches.rules.as_ref(), &ns, &name)?,
+        pdb: child(Some(&caches.pdbs), &ns, &name)?,
+        capacity: caches.placement.as_ref().and_then(|p| p.capacity(&vs.spec)),
         gateway,
         storage,
         pods,

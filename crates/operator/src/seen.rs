@@ -6,10 +6,12 @@ use gateway_api::apis::standard::{gateways::Gateway, httproutes::HttpRoute};
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{Pod, Service},
+    policy::v1::PodDisruptionBudget,
 };
 
 use crate::{
     optional::Apis,
+    placement::Capacity,
     prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor},
 };
 
@@ -25,6 +27,10 @@ pub struct Seen {
     pub route: Option<HttpRoute>,
     pub monitor: Option<ServiceMonitor>,
     pub rule: Option<PrometheusRule>,
+    pub pdb: Option<PodDisruptionBudget>,
+    /// Where the pods may run and what is free there; None when they ask for
+    /// no extended resource or the operator cannot see the nodes.
+    pub capacity: Option<Capacity>,
     /// The Gateway `spec.gatewayRef` points at.
     pub gateway: GatewaySeen,
     /// The model PVC.

@@ -10,10 +10,12 @@ use kube::{Resource, ResourceExt};
 use vllmservice_api::{Phase, VLLMServiceStatus, Valid, condition_types as ct};
 
 use crate::{
+    build::rollout::{REASON_ANNOTATION, STRATEGY_ANNOTATION},
     conditions::{Cond, Feature, Status, merge},
-    diagnose,
+    diagnose::{self, Finding},
     done::{Done, Outcome},
     names, optional,
+    placement::Capacity,
     route::{self, Resolution},
     seen::{Seen, Storage},
 };
@@ -107,7 +109,18 @@ pub fn derive(vs: &Valid<'_>, seen: &Seen, done: &Done, now: Timestamp) -> VLLMS
     let ready_replicas = dep_status.ready_replicas.unwrap_or(0);
     let updated_replicas = dep_status.updated_replicas.unwrap_or(0);
     let conflicts = conflicts(vs, done);
-    let findings = diagnose::findings(deployment, &seen.pods);
+    // Pods of an older template still run: a rollout is under way.
+    let mid_rollout = dep_status.replicas.unwrap_or(0) > updated_replicas;
+    let findings: Vec<Finding> = diagnose::findings(deployment, &seen.pods)
+        .into_iter()
+        .map(|f| scheduling(f, seen.capacity.as_ref(), mid_rollout))
+        .collect();
+    let annotation = |key: &str| {
+        deployment
+            .and_then(|d| d.metadata.annotations.as_ref())
+            .and_then(|a| a.get(key))
+            .cloned()
+    };
 
     let deployment_ready = match (&done.deployment, deployment) {
         (Outcome::Foreign, _) => Cond::new(
@@ -171,6 +184,17 @@ pub fn derive(vs: &Valid<'_>, seen: &Seen, done: &Done, now: Timestamp) -> VLLMS
     let mut problems = blocking.clone();
     if monitoring.status == Status::False && !monitoring_conflict(done) {
         problems.push((monitoring.reason.clone(), monitoring.message.clone()));
+    }
+    if done.pdb.is_foreign() {
+        problems.push((
+            "ResourceConflict".into(),
+            format!(
+                "PodDisruptionBudget {ns}/{} exists and is not controlled by this VLLMService; \
+                 the operator leaves it alone: delete it, or set spec.disruptionBudget.enabled \
+                 to false",
+                names::child_name(vs)
+            ),
+        ));
     }
     let degraded = match problems.first() {
         Some((reason, _)) => Cond::new(
@@ -247,10 +271,15 @@ pub fn derive(vs: &Valid<'_>, seen: &Seen, done: &Done, now: Timestamp) -> VLLMS
         )
     };
     let progressing = if !blocking.is_empty() {
+        let reason = if blocking.iter().any(|(r, _)| r == ROLLOUT_BLOCKED) {
+            ROLLOUT_BLOCKED
+        } else {
+            "Stalled"
+        };
         Cond::new(
             ct::PROGRESSING,
             Status::False,
-            "Stalled",
+            reason,
             blocking
                 .iter()
                 .map(|(_, m)| m.as_str())
@@ -265,11 +294,14 @@ pub fn derive(vs: &Valid<'_>, seen: &Seen, done: &Done, now: Timestamp) -> VLLMS
             "the rollout is complete",
         )
     } else {
+        let why = annotation(REASON_ANNOTATION)
+            .map(|r| format!("; {r}"))
+            .unwrap_or_default();
         Cond::new(
             ct::PROGRESSING,
             Status::True,
             "RolloutInProgress",
-            format!("{updated_replicas}/{desired_replicas} pods updated"),
+            format!("{updated_replicas}/{desired_replicas} pods updated{why}"),
         )
     };
 
@@ -317,7 +349,49 @@ pub fn derive(vs: &Valid<'_>, seen: &Seen, done: &Done, now: Timestamp) -> VLLMS
         gateway_ref_name: route_target.map(|t| t.name.clone()),
         gateway_ref_namespace: route_target.map(|t| t.namespace.clone()),
         service_monitor_name: done.monitor.live().map(|_| names::child_name(vs)),
+        disruption_budget_name: done.pdb.live().map(|_| names::child_name(vs)),
+        disruptions_allowed: done
+            .pdb
+            .live()
+            .and_then(|p| p.status.as_ref())
+            .and_then(|s| s.disruptions_allowed),
+        rollout_strategy: annotation(STRATEGY_ANNOTATION),
         message: Some(message.clone()),
+    }
+}
+
+/// The reason of a rollout whose new pod cannot be scheduled.
+pub const ROLLOUT_BLOCKED: &str = "RolloutBlocked";
+
+/// An Unschedulable finding with the numbers of free resources, and, while
+/// old pods still run, as a blocked rollout with what to change.
+fn scheduling(f: Finding, capacity: Option<&Capacity>, mid_rollout: bool) -> Finding {
+    if f.reason != "Unschedulable" {
+        return f;
+    }
+    let numbers = capacity
+        .map(|c| format!(" ({})", c.describe()))
+        .unwrap_or_default();
+    let resource = capacity
+        .map(|c| c.scarce().0.to_string())
+        .filter(|r| !r.is_empty());
+    let free_one = resource
+        .as_deref()
+        .map(|r| format!("add a node with a free {r} or free one"))
+        .unwrap_or_else(|| "add or free a node the pods may run on".into());
+    if !mid_rollout {
+        return Finding {
+            message: format!("{}{numbers}; {free_one}", f.message),
+            ..f
+        };
+    }
+    Finding {
+        reason: ROLLOUT_BLOCKED.into(),
+        message: format!(
+            "the rollout is blocked: {}{numbers}; {free_one}, or set spec.rollout.strategy to \
+             Auto or OneAtATime to replace pods in place; the old pods keep serving meanwhile",
+            f.message
+        ),
     }
 }
 

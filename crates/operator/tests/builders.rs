@@ -6,7 +6,11 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use proptest::prelude::*;
 use vllmservice_api::VLLMService;
-use vllmservice_controller::build;
+use vllmservice_controller::{
+    build::{self, rollout},
+    placement::Capacity,
+    seen::Seen,
+};
 
 fn example(file: &str) -> VLLMService {
     let path = testkit::repo_root().join("examples").join(file);
@@ -24,7 +28,10 @@ fn valid(vs: &VLLMService) -> vllmservice_api::Valid<'_> {
 
 #[test]
 fn spec_example_deployment() {
-    insta::assert_yaml_snapshot!(build::deployment(&valid(&example("qwen-demo.yaml"))));
+    insta::assert_yaml_snapshot!(build::deployment(
+        &valid(&example("qwen-demo.yaml")),
+        &Seen::default()
+    ));
 }
 
 #[test]
@@ -34,7 +41,10 @@ fn spec_example_service() {
 
 #[test]
 fn full_example_deployment() {
-    insta::assert_yaml_snapshot!(build::deployment(&valid(&example("full.yaml"))));
+    insta::assert_yaml_snapshot!(build::deployment(
+        &valid(&example("full.yaml")),
+        &Seen::default()
+    ));
 }
 
 #[test]
@@ -89,20 +99,128 @@ fn monitoring_labels_win_over_spec_labels_and_the_operators_keys_win_over_both()
         );
     }
     // The Deployment keeps the general labels.
-    let d = build::deployment(&v);
+    let d = build::deployment(&v, &Seen::default());
     assert_eq!(d.metadata.labels.unwrap()["release"], "from-spec-labels");
 }
 
 #[test]
-fn extra_args_come_last_after_tensor_parallelism() {
+fn extra_args_come_last_after_tensor_parallelism_and_the_drain() {
     let vs = example("full.yaml");
     let args = build::vllm_args(&valid(&vs));
     let tp = args
         .iter()
         .position(|a| a == "--tensor-parallel-size")
         .unwrap();
-    assert_eq!(&args[tp + 2..], vs.spec.engine_args.extra_args.as_slice());
+    assert_eq!(&args[tp + 2..tp + 4], ["--shutdown-timeout", "30"]);
+    assert_eq!(&args[tp + 4..], vs.spec.engine_args.extra_args.as_slice());
     assert_eq!(&args[..2], ["--model", vs.spec.model_path.as_str()]);
+}
+
+#[test]
+fn full_example_disruption_budget() {
+    insta::assert_yaml_snapshot!(build::disruption_budget(&valid(&example("full.yaml"))));
+}
+
+#[test]
+fn no_disruption_budget_for_one_replica_or_when_off() {
+    let mut vs = example("full.yaml");
+    vs.spec.replicas = 1;
+    assert!(build::disruption_budget(&valid(&vs)).is_none());
+    vs.spec.replicas = 3;
+    vs.spec.disruption_budget.enabled = false;
+    assert!(build::disruption_budget(&valid(&vs)).is_none());
+}
+
+/// Abort on SIGTERM, no preStop hook, stop everything first: no drain flag,
+/// no lifecycle, Kubernetes' Recreate strategy and a 10 s grace period.
+#[test]
+fn deployment_without_drain_and_with_recreate() {
+    let mut vs = example("qwen-demo.yaml");
+    vs.spec.shutdown.drain_seconds = 0;
+    vs.spec.shutdown.pre_stop_seconds = 0;
+    vs.spec.rollout.strategy = vllmservice_api::RolloutStrategy::Recreate;
+    let d = build::deployment(&valid(&vs), &Seen::default());
+    insta::assert_yaml_snapshot!(d.spec.as_ref().unwrap().strategy);
+    let pod = d.spec.unwrap().template.spec.unwrap();
+    assert_eq!(pod.termination_grace_period_seconds, Some(10));
+    let c = &pod.containers[0];
+    assert!(c.lifecycle.is_none());
+    assert!(
+        !c.args
+            .as_ref()
+            .unwrap()
+            .iter()
+            .any(|a| a.contains("shutdown"))
+    );
+}
+
+/// What Auto chooses for a changed template: a surge when a pod fits beside
+/// the old ones, one pod at a time (said in advance) when none does, and the
+/// recorded choice while the template stays the same.
+#[test]
+fn auto_surges_only_when_a_new_pod_fits() {
+    let vs = example("full.yaml");
+    let v = valid(&vs);
+    let first = build::deployment(&v, &Seen::default());
+    let strategy = |d: &k8s_openapi::api::apps::v1::Deployment| {
+        serde_json::to_value(d.spec.as_ref().unwrap().strategy.as_ref().unwrap()).unwrap()
+    };
+    let surge = serde_json::json!({"type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}});
+    let in_place = serde_json::json!({"type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}});
+    assert_eq!(
+        strategy(&first),
+        surge,
+        "the first pods: nothing to replace"
+    );
+    let capacity = |fit: i64| Capacity {
+        per_pod: BTreeMap::from([("nvidia.com/gpu".to_string(), 2)]),
+        nodes: 3,
+        free: BTreeMap::from([("nvidia.com/gpu".to_string(), 2 * fit)]),
+        pods_that_fit: fit,
+    };
+    // The live Deployment runs an older template.
+    let mut old = first.clone();
+    old.metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert(rollout::TEMPLATE_HASH_ANNOTATION.into(), "older".into());
+    let seen = |fit: i64, live: &k8s_openapi::api::apps::v1::Deployment| Seen {
+        deployment: Some(live.clone()),
+        capacity: Some(capacity(fit)),
+        ..Seen::default()
+    };
+    assert_eq!(strategy(&build::deployment(&v, &seen(1, &old))), surge);
+    let full = build::deployment(&v, &seen(0, &old));
+    assert_eq!(strategy(&full), in_place);
+    let annotations = full.metadata.annotations.clone().unwrap();
+    assert_eq!(annotations[rollout::STRATEGY_ANNOTATION], "OneAtATime");
+    assert_eq!(
+        annotations[rollout::REASON_ANNOTATION],
+        "no free nvidia.com/gpu for a surge pod (a pod needs 2 nvidia.com/gpu; 0 are free on \
+         the 3 nodes its nodeSelector, tolerations and affinity allow): replacing in place, one \
+         pod at a time"
+    );
+    // Once applied, the choice stays while the template does, whatever frees up.
+    assert_eq!(build::deployment(&v, &seen(5, &full)), full);
+    let mut one = vs.clone();
+    one.spec.replicas = 1;
+    let d = build::deployment(&valid(&one), &seen(0, &old));
+    assert!(
+        d.metadata.annotations.unwrap()[rollout::REASON_ANNOTATION]
+            .ends_with("with 1 replica the service is unavailable until the new pod is ready")
+    );
+    // A user's choice is taken as it is.
+    let mut surge_user = vs.clone();
+    surge_user.spec.rollout.strategy = vllmservice_api::RolloutStrategy::Surge;
+    surge_user.spec.rollout.max_surge = 2;
+    assert_eq!(
+        strategy(&build::deployment(&valid(&surge_user), &seen(0, &old))),
+        serde_json::json!({"type": "RollingUpdate",
+            "rollingUpdate": {"maxSurge": 2, "maxUnavailable": 0}})
+    );
 }
 
 fn text() -> impl Strategy<Value = String> {
@@ -125,6 +243,7 @@ prop_compose! {
                    prop::option::of(any::<bool>())),
         period in any::<i32>(),
         sub_path in prop::option::of(text()),
+        shutdown in (-5..4000i32, -5..700i32, prop::option::of(-5..5000i64)),
     ) -> VLLMService {
         let mut vs = example("qwen-demo.yaml");
         vs.metadata.name = Some(name);
@@ -142,6 +261,8 @@ prop_compose! {
         s.readiness_probe.enabled = probes.2;
         s.readiness_probe.period_seconds = period;
         s.storage.sub_path = sub_path;
+        (s.shutdown.drain_seconds, s.shutdown.pre_stop_seconds) = (shutdown.0, shutdown.1);
+        s.termination_grace_period_seconds = shutdown.2;
         vs
     }
 }
@@ -153,8 +274,8 @@ proptest! {
     fn validation_and_builders_never_panic_and_are_deterministic(vs in arbitrary_service()) {
         // Builders only take what validation lets through.
         let Ok(vs) = vllmservice_api::validate(&vs) else { return Ok(()) };
-        let d1 = serde_json::to_value(build::deployment(&vs)).unwrap();
-        let d2 = serde_json::to_value(build::deployment(&vs)).unwrap();
+        let d1 = serde_json::to_value(build::deployment(&vs, &Seen::default())).unwrap();
+        let d2 = serde_json::to_value(build::deployment(&vs, &Seen::default())).unwrap();
         prop_assert_eq!(&d1, &d2);
         let s = serde_json::to_value(build::service(&vs)).unwrap();
         // The operator's keys always win over user labels of the same name.
@@ -162,5 +283,12 @@ proptest! {
             serde_json::from_value(d1["metadata"]["labels"].clone()).unwrap();
         prop_assert_eq!(labels["app.kubernetes.io/managed-by"].as_str(), "vllmservice-operator");
         prop_assert_eq!(&d1["spec"]["selector"]["matchLabels"], &s["spec"]["selector"]);
+        // The grace period always covers the preStop sleep and the drain.
+        let grace = d1["spec"]["template"]["spec"]["terminationGracePeriodSeconds"].as_i64().unwrap();
+        let sd = &vs.spec.shutdown;
+        prop_assert!(grace >= i64::from(sd.pre_stop_seconds) + i64::from(sd.drain_seconds));
+        let c = &d1["spec"]["template"]["spec"]["containers"][0];
+        prop_assert_eq!(c["lifecycle"]["preStop"]["sleep"]["seconds"].as_i64().unwrap_or(0),
+            i64::from(sd.pre_stop_seconds));
     }
 }

@@ -6,9 +6,10 @@ use k8s_openapi::{
     api::{
         apps::v1::{Deployment, DeploymentSpec},
         core::v1::{
-            Capabilities, Container, ContainerPort, EmptyDirVolumeSource, HTTPGetAction,
-            PersistentVolumeClaimVolumeSource, PodSecurityContext, PodSpec, PodTemplateSpec,
-            Probe as CoreProbe, SeccompProfile, SecurityContext, Volume, VolumeMount,
+            Capabilities, Container, ContainerPort, EmptyDirVolumeSource, HTTPGetAction, Lifecycle,
+            LifecycleHandler, PersistentVolumeClaimVolumeSource, PodSecurityContext, PodSpec,
+            PodTemplateSpec, Probe as CoreProbe, SeccompProfile, SecurityContext, SleepAction,
+            Volume, VolumeMount,
         },
     },
     apimachinery::pkg::{
@@ -19,7 +20,8 @@ use k8s_openapi::{
 };
 use vllmservice_api::{Probe, ProbeKind, Valid};
 
-use crate::names;
+use super::rollout::{self, REASON_ANNOTATION, STRATEGY_ANNOTATION, TEMPLATE_HASH_ANNOTATION};
+use crate::{names, seen::Seen};
 
 pub const CONTAINER_NAME: &str = "vllm";
 pub const PORT_NAME: &str = "http";
@@ -29,7 +31,8 @@ pub const SHM_VOLUME: &str = "dshm";
 /// own Kubernetes guide). It counts against the pod's memory.
 pub const SHM_DEFAULT_SIZE: &str = "2Gi";
 
-/// The vLLM server arguments, in SPEC order, then tensor parallelism, then the user's extra args.
+/// The vLLM server arguments, in SPEC order, then tensor parallelism and the
+/// drain timeout, then the user's extra args.
 pub fn vllm_args(vs: &Valid<'_>) -> Vec<String> {
     let s = &vs.spec;
     let e = &s.engine_args;
@@ -53,6 +56,13 @@ pub fn vllm_args(vs: &Valid<'_>) -> Vec<String> {
     ];
     if let Some(tp) = e.tensor_parallel_size {
         args.extend(["--tensor-parallel-size".to_string(), tp.to_string()]);
+    }
+    // vLLM's own default (0) aborts in-flight requests on SIGTERM.
+    if s.shutdown.drain_seconds > 0 {
+        args.extend([
+            "--shutdown-timeout".to_string(),
+            s.shutdown.drain_seconds.to_string(),
+        ]);
     }
     args.extend(e.extra_args.iter().cloned());
     args
@@ -124,8 +134,24 @@ fn pod_security(vs: &Valid<'_>) -> PodSecurityContext {
     psc
 }
 
-/// The Deployment for `vs`.
-pub fn deployment(vs: &Valid<'_>) -> Deployment {
+/// A preStop sleep, so that the pod leaves the Service's endpoints (and
+/// kube-proxy's and Gateways' tables) before vLLM gets SIGTERM. The kubelet's
+/// own sleep: the image needs no shell.
+fn pre_stop(vs: &Valid<'_>) -> Option<Lifecycle> {
+    let seconds = vs.spec.shutdown.pre_stop_seconds;
+    (seconds > 0).then(|| Lifecycle {
+        pre_stop: Some(LifecycleHandler {
+            sleep: Some(SleepAction {
+                seconds: i64::from(seconds),
+            }),
+            ..LifecycleHandler::default()
+        }),
+        ..Lifecycle::default()
+    })
+}
+
+/// The Deployment for `vs`; `seen` decides how a changed template rolls out.
+pub fn deployment(vs: &Valid<'_>, seen: &Seen) -> Deployment {
     let s = &vs.spec;
     let container = Container {
         name: CONTAINER_NAME.into(),
@@ -160,6 +186,7 @@ pub fn deployment(vs: &Valid<'_>) -> Deployment {
         readiness_probe: probe(&s.readiness_probe, s.readiness_probe.enabled != Some(false)),
         liveness_probe: probe(&s.liveness_probe, s.liveness_probe.enabled == Some(true)),
         security_context: Some(container_security(vs)),
+        lifecycle: pre_stop(vs),
         ..Container::default()
     };
     let pod = PodSpec {
@@ -192,7 +219,10 @@ pub fn deployment(vs: &Valid<'_>) -> Deployment {
         host_ipc: s.host_ipc.then_some(true),
         restart_policy: Some("Always".into()),
         dns_policy: Some("ClusterFirst".into()),
-        termination_grace_period_seconds: Some(30),
+        termination_grace_period_seconds: Some(
+            s.termination_grace_period_seconds
+                .unwrap_or_else(|| s.shutdown.grace_period_seconds()),
+        ),
         // Service links would inject VLLM_PORT=tcp://... for any Service named vllm*,
         // which collides with vLLM's own VLLM_* settings (SPEC section 7).
         enable_service_links: Some(false),
@@ -205,24 +235,41 @@ pub fn deployment(vs: &Valid<'_>) -> Deployment {
         security_context: Some(pod_security(vs)),
         ..PodSpec::default()
     };
+    let template = PodTemplateSpec {
+        metadata: Some(ObjectMeta {
+            labels: Some(names::object_labels(vs)),
+            annotations: non_empty(&s.pod_annotations),
+            ..ObjectMeta::default()
+        }),
+        spec: Some(pod),
+    };
+    let template_hash = super::content_hash(&template);
+    let plan = rollout::plan(vs, seen, &template_hash);
+    let mut annotations = BTreeMap::from([
+        (TEMPLATE_HASH_ANNOTATION.to_string(), template_hash),
+        (
+            STRATEGY_ANNOTATION.to_string(),
+            plan.replace.name().to_string(),
+        ),
+    ]);
+    if let Some(reason) = plan.reason {
+        annotations.insert(REASON_ANNOTATION.to_string(), reason);
+    }
     Deployment {
-        metadata: names::child_meta(vs),
+        metadata: ObjectMeta {
+            annotations: Some(annotations),
+            ..names::child_meta(vs)
+        },
         spec: Some(DeploymentSpec {
             replicas: Some(s.replicas),
             selector: LabelSelector {
                 match_labels: Some(names::selector_labels(vs)),
                 ..LabelSelector::default()
             },
+            strategy: Some(plan.replace.strategy()),
             revision_history_limit: Some(10),
             progress_deadline_seconds: Some(600),
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(names::object_labels(vs)),
-                    annotations: non_empty(&s.pod_annotations),
-                    ..ObjectMeta::default()
-                }),
-                spec: Some(pod),
-            },
+            template,
             ..DeploymentSpec::default()
         }),
         status: None,

@@ -5,16 +5,20 @@
 
 mod deployment;
 mod httproute;
+mod pdb;
 mod prometheusrule;
+pub mod rollout;
 mod service;
 mod servicemonitor;
 
 use gateway_api::apis::standard::httproutes::HttpRoute;
-use k8s_openapi::api::{apps::v1::Deployment, core::v1::Service};
+use k8s_openapi::api::{apps::v1::Deployment, core::v1::Service, policy::v1::PodDisruptionBudget};
+use sha2::{Digest, Sha256};
 use vllmservice_api::Valid;
 
 pub use deployment::{SHM_DEFAULT_SIZE, deployment, vllm_args};
 pub use httproute::httproute;
+pub use pdb::disruption_budget;
 pub use prometheusrule::prometheusrule;
 pub use service::service;
 pub use servicemonitor::{monitoring_labels, servicemonitor};
@@ -57,6 +61,17 @@ pub struct Desired {
     pub route: Want<HttpRoute>,
     pub monitor: Want<ServiceMonitor>,
     pub rule: Want<PrometheusRule>,
+    pub pdb: Want<PodDisruptionBudget>,
+}
+
+/// A short, stable hash of an object's JSON (16 hex digits): the same object
+/// always hashes the same, any change of a field changes it.
+pub fn content_hash<T: serde::Serialize>(object: &T) -> String {
+    let json = serde_json::to_string(object).expect("Kubernetes objects serialize to JSON");
+    Sha256::digest(json.as_bytes())[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// The children `vs` should have, given what the read step saw.
@@ -70,12 +85,13 @@ pub fn all(vs: &Valid<'_>, seen: &Seen) -> Desired {
         (_, true) => Want::Absent,
     };
     Desired {
-        deployment: deployment(vs),
+        deployment: deployment(vs, seen),
         service: service(vs),
         resolution,
         route,
         monitor: Want::optional(seen.apis.prometheus, servicemonitor(vs)),
         rule: Want::optional(seen.apis.prometheus, prometheusrule(vs)),
+        pdb: Want::optional(true, disruption_budget(vs)),
     }
 }
 
@@ -86,7 +102,8 @@ pub fn objects(vs: &Valid<'_>) -> Vec<serde_json::Value> {
     fn json<T: serde::Serialize>(o: T) -> serde_json::Value {
         serde_json::to_value(o).expect("Kubernetes objects serialize to JSON")
     }
-    let mut out = vec![json(deployment(vs)), json(service(vs))];
+    let mut out = vec![json(deployment(vs, &Seen::default())), json(service(vs))];
+    out.extend(disruption_budget(vs).map(json));
     out.extend(httproute(vs).map(json));
     out.extend(servicemonitor(vs).map(json));
     out.extend(prometheusrule(vs).map(json));
