@@ -3,6 +3,8 @@
 //! small polling helpers. A test never skips because the cluster is missing:
 //! when the cluster cannot start, the test fails with the component's log tail.
 
+pub mod load;
+
 use std::{
     future::Future,
     path::{Path, PathBuf},
