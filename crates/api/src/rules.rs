@@ -399,12 +399,12 @@ pub fn grace_period_cel() -> String {
 
 /// The message of [`grace_period_cel`] as a CEL messageExpression, giving the three numbers.
 pub fn grace_period_message_cel() -> String {
+    // `format`, not `+ string(...)`: the API server's cost estimate of string(int) is unbounded.
     format!(
-        "'terminationGracePeriodSeconds (' + string(self.terminationGracePeriodSeconds) + ') \
-         must be at least shutdown.preStopSeconds (' + string({PRE_STOP_SECONDS_CEL}) + ') + \
-         shutdown.drainSeconds (' + string({DRAIN_SECONDS_CEL}) + ') + 10 seconds for vLLM to \
-         exit = ' + string({PRE_STOP_SECONDS_CEL} + {DRAIN_SECONDS_CEL} + 10) + ', or vLLM is \
-         killed while it drains'"
+        "'terminationGracePeriodSeconds (%d) must be at least shutdown.preStopSeconds (%d) + \
+         shutdown.drainSeconds (%d) + 10 seconds for vLLM to exit = %d, or vLLM is killed while \
+         it drains'.format([self.terminationGracePeriodSeconds, {PRE_STOP_SECONDS_CEL}, \
+         {DRAIN_SECONDS_CEL}, {PRE_STOP_SECONDS_CEL} + {DRAIN_SECONDS_CEL} + 10])"
     )
 }
 

@@ -285,6 +285,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         resync: Duration::from_secs(args.resync_seconds),
         instance: args.instance.clone(),
         namespace: args.watch_namespace.clone(),
+        // The RBAC of watch-namespace mode grants no cluster-wide pod or node reads.
+        gpu_accounting: args.watch_namespace.is_none(),
         health,
         ..controller::Options::default()
     };
@@ -581,6 +583,7 @@ mod tests {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let opts = controller::Options {
             namespace: Some("none".into()),
+            gpu_accounting: false,
             health: health.clone(),
             ..controller::Options::default()
         };

@@ -62,6 +62,10 @@ pub struct Options {
     pub namespace: Option<String>,
     /// Where the controller reports cache sync and loop state (for `/readyz`, `/healthz`).
     pub health: Health,
+    /// Watch every node and every running pod of the cluster to count free GPUs
+    /// (rollout strategy Auto, the numbers of a blocked rollout). Needs the
+    /// cluster-wide node and pod rules; off in watch-namespace mode.
+    pub gpu_accounting: bool,
 }
 
 impl Default for Options {
@@ -73,6 +77,7 @@ impl Default for Options {
             instance: None,
             namespace: None,
             health: Health::default(),
+            gpu_accounting: true,
         }
     }
 }
@@ -428,11 +433,10 @@ async fn run_watches(
         ignore,
         &mut tasks,
     );
-    // Free GPUs are counted over the whole cluster: only an operator that sees
-    // every namespace's pods can count them.
+    // Free GPUs are counted over the whole cluster: only an operator that may
+    // see every namespace's pods can count them.
     let placement = opts
-        .namespace
-        .is_none()
+        .gpu_accounting
         .then(|| placement_watches(&client, &mut tasks));
     let pvc_store = store.clone();
     controller = controller

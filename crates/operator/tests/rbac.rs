@@ -156,6 +156,8 @@ impl RbacEnv {
             .expect("create the ServiceAccount");
 
         let role_name = format!("{}-test-{}", rbac::CLUSTER_ROLE_NAME, ns.name);
+        // As the binary: free GPUs are counted only with the cluster-wide grant.
+        let gpu_accounting = matches!(grant, Grant::ClusterWide(_));
         let rules = match grant {
             Grant::ClusterWide(rules) => {
                 let role = rbac::cluster_role_from(&role_name, rules);
@@ -231,7 +233,7 @@ impl RbacEnv {
             "the role must not grant reading ServiceAccounts"
         );
 
-        let operator = Operator::start_with_client(client, metrics, &ns.name);
+        let operator = Operator::start_with(client, metrics, &ns.name, gpu_accounting);
         RbacEnv {
             env: Env {
                 client: admin,
@@ -324,6 +326,62 @@ async fn generated_cluster_role_is_enough_for_the_whole_flow() {
         0,
         "the operator got 403 responses: {forbidden:#?}"
     );
+    // The GPU count watches every node and every namespace's pods.
+    let sent: Vec<_> = t
+        .forbidden
+        .sent()
+        .iter()
+        .filter_map(|r| rbac_verb(r))
+        .collect();
+    for verb in ["list", "watch"] {
+        for resource in ["nodes", "pods"] {
+            let wanted = (String::new(), resource.to_string(), verb.to_string());
+            assert!(
+                sent.contains(&wanted),
+                "never sent {verb} {resource}: {sent:?}"
+            );
+        }
+    }
+    assert!(t.env.operator.is_running());
+}
+
+/// The node rule is what the free-GPU count needs (the one rule of scope
+/// AllNamespaces, not granted in watch-namespace mode and so not part of
+/// `every_granted_verb_is_needed`): without it the node watch is refused, the
+/// operator keeps running, and the service still becomes Available (Auto then
+/// surges, as when the capacity is unknown).
+#[tokio::test]
+async fn without_the_node_rule_the_gpu_count_is_refused_and_serving_goes_on() {
+    let without_nodes: Vec<Rule> = rbac::CLUSTER_RULES
+        .iter()
+        .filter(|r| r.scope != Scope::AllNamespaces)
+        .copied()
+        .collect();
+    assert_eq!(without_nodes.len(), rbac::CLUSTER_RULES.len() - 1);
+    let t = RbacEnv::new("rbac-nodes", Grant::ClusterWide(&without_nodes)).await;
+    let env = &t.env;
+    env.bound_pvc("models").await;
+    env.create(common::gpu_service("qwen", "models")).await;
+    env.wait_for(
+        "qwen",
+        "Available without the node rule",
+        common::is_available,
+    )
+    .await;
+    testkit::wait_until(Duration::from_secs(30), "a 403 on nodes", || async {
+        let refused = verbs_with(&t.forbidden.requests(), |s| s == 403);
+        refused
+            .iter()
+            .any(|(g, r, v)| g.is_empty() && r == "nodes" && (v == "list" || v == "watch"))
+            .then_some(())
+    })
+    .await;
+    let others: Vec<_> = verbs_with(&t.forbidden.requests(), |s| s == 403)
+        .into_iter()
+        .filter(|(_, r, _)| r != "nodes" && r != "serviceaccounts")
+        .collect();
+    assert!(others.is_empty(), "only nodes are refused: {others:?}");
+    assert_eq!(t.forbidden_errors(), 0, "no reconcile failed");
     assert!(t.env.operator.is_running());
 }
 
@@ -508,6 +566,8 @@ enum Scenario {
     Monitoring,
     /// A VLLMService whose stored status the typed cache cannot read: read as raw JSON.
     Unreadable,
+    /// replicas 2 (PodDisruptionBudget created), a label added (patched), replicas 1 (deleted).
+    Budget,
 }
 
 /// The scenario that needs `verb` on `group`/`resource`; None: no scenario
@@ -539,6 +599,12 @@ fn scenario_for(group: &str, resource: &str, verb: &str) -> Option<Scenario> {
             _ => return None,
         },
         ("", "pods" | "persistentvolumeclaims", "list" | "watch") => Plain,
+        ("policy", "poddisruptionbudgets", v) => match v {
+            "list" | "watch" => Plain,
+            "create" | "patch" | "delete" => Budget,
+            "get" => ForeignOptional,
+            _ => return None,
+        },
         ("gateway.networking.k8s.io", "gateways", "list" | "watch") => Plain,
         ("apiextensions.k8s.io", "customresourcedefinitions", "list" | "watch") => Plain,
         ("events.k8s.io", "events", "create") => Plain,
@@ -604,7 +670,12 @@ impl Variant {
 fn variants() -> Vec<Variant> {
     let mut out = Vec::new();
     let mut unproven = Vec::new();
-    for rule in rbac::CLUSTER_RULES {
+    // Watch-namespace mode grants no rule of scope AllNamespaces (the node
+    // watch): `without_the_node_rule_...` proves that one.
+    for rule in rbac::CLUSTER_RULES
+        .iter()
+        .filter(|r| r.scope != Scope::AllNamespaces)
+    {
         for resource in rule.resources {
             for verb in rule.verbs {
                 match scenario_for(rule.group, resource, verb) {
@@ -769,14 +840,25 @@ apiVersion: monitoring.coreos.com/v1
 kind: PrometheusRule
 metadata: {name: qwen}
 spec: {groups: [{name: foreign, rules: [{alert: Foreign, expr: vector(1)}]}]}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: qwen}
+spec: {maxUnavailable: 1, selector: {matchLabels: {app: foreign}}}
 ",
             );
             let mut vs = small_service("qwen");
+            vs["spec"]["replicas"] = json!(2);
             vs["spec"]["gatewayRef"] = route_ref("llm.example.local");
             vs["spec"]["monitoring"] = json!({"enabled": true});
             env.create(vs).await;
             wait_reason(env, "RouteReady", "ResourceConflict").await;
             wait_reason(env, "MonitoringReady", "ResourceConflict").await;
+            env.wait_for("qwen", "Degraded naming the PodDisruptionBudget", |vs| {
+                common::condition(vs, "Degraded")
+                    .is_some_and(|c| c.2.contains("PodDisruptionBudget"))
+            })
+            .await;
         }
         Scenario::ReplaceService | Scenario::ReplaceDeployment => {
             env.create(small_service("qwen")).await;
@@ -847,6 +929,23 @@ spec: {groups: [{name: foreign, rules: [{alert: Foreign, expr: vector(1)}]}]}
                 r.is_none()
             })
             .await;
+        }
+        Scenario::Budget => {
+            let mut vs = small_service("qwen");
+            vs["spec"]["replicas"] = json!(2);
+            env.create(vs).await;
+            wait_object(&ns, "pdb", "qwen", "the PodDisruptionBudget", |p| {
+                p.is_some()
+            })
+            .await;
+            env.patch_spec("qwen", json!({"labels": {"team": "inference"}}))
+                .await;
+            wait_object(&ns, "pdb", "qwen", "the budget's new label", |p| {
+                p.is_some_and(|p| p["metadata"]["labels"]["team"] == "inference")
+            })
+            .await;
+            env.patch_spec("qwen", json!({"replicas": 1})).await;
+            wait_object(&ns, "pdb", "qwen", "the budget deleted", |p| p.is_none()).await;
         }
         Scenario::Monitoring => {
             let mut vs = small_service("qwen");

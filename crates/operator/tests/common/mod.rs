@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test binary uses a different part of this module
 
+pub mod sim;
+
 use std::{sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
@@ -36,12 +38,26 @@ impl Operator {
         let metrics = Arc::new(Metrics::default());
         let client = vllmservice_controller::metrics::counting_client(config, metrics.clone())
             .expect("operator client");
-        Operator::start_with_client(client, metrics, ns)
+        // An admin identity: it may count the cluster's free GPUs.
+        Operator::start_with(client, metrics, ns, true)
     }
 
     /// Starts the controller with a client the test built (e.g. with an extra
-    /// tower layer), counting into `metrics`, watching only `ns`.
+    /// tower layer, or a ServiceAccount's identity with watch-namespace RBAC),
+    /// counting into `metrics`, watching only `ns`, without GPU accounting (as
+    /// the binary in watch-namespace mode).
     pub fn start_with_client(client: Client, metrics: Arc<Metrics>, ns: &str) -> Operator {
+        Self::start_with(client, metrics, ns, false)
+    }
+
+    /// As [`Operator::start_with_client`]; `gpu_accounting` as in
+    /// [`controller::Options`] (it needs cluster-wide node and pod reads).
+    pub fn start_with(
+        client: Client,
+        metrics: Arc<Metrics>,
+        ns: &str,
+        gpu_accounting: bool,
+    ) -> Operator {
         // VLLM_TEST_LOG=<filter> (e.g. "vllmservice_controller=debug") shows the operator's logs.
         if let Ok(filter) = std::env::var("VLLM_TEST_LOG") {
             let _ = tracing_subscriber::fmt()
@@ -52,6 +68,7 @@ impl Operator {
         let (stop, stopped) = oneshot::channel::<()>();
         let opts = controller::Options {
             namespace: Some(ns.to_string()),
+            gpu_accounting,
             ..controller::Options::default()
         };
         let task = tokio::spawn(controller::run(client, metrics.clone(), opts, async {
