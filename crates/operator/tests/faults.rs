@@ -1986,7 +1986,12 @@ mod bad_input {
             return Ok(Outcome::ReportedInvalid);
         };
         let mut refused = Vec::new();
-        if let Err(e) = dry_run(&fx.api::<Deployment>(), &build::deployment(&vs, &Default::default())).await {
+        if let Err(e) = dry_run(
+            &fx.api::<Deployment>(),
+            &build::deployment(&vs, &Default::default()),
+        )
+        .await
+        {
             refused.push(format!("Deployment: {e}"));
         }
         if let Err(e) = dry_run(&fx.api::<Service>(), &build::service(&vs)).await {
