@@ -15,9 +15,13 @@
 
 mod common;
 
-use std::{path::PathBuf, time::Duration};
-
-use common::{Env, WAIT, condition, is_available};
+use common::{
+    Env, WAIT, condition, is_available,
+    sim::{
+        LOAD_SECONDS, MODEL, MOUNT, START, cluster_ip, describe_pod, model_pvc, selector,
+        sim_service,
+    },
+};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::{
     api::core::v1::{Pod, Service},
@@ -31,76 +35,6 @@ use kube::{
 use serde_json::{Value, json};
 use testkit::wait_until;
 use vllmservice_api::VLLMService;
-
-/// The served model name, and its directory under the mount.
-const MODEL: &str = "qwen-sim";
-const MOUNT: &str = "/data/models";
-/// The simulator's loading time (VLLM_SIM_LOAD_SECONDS): its port stays closed until it has passed.
-const LOAD_SECONDS: i64 = 3;
-/// Pods on the real node pull nothing, but start real containers: allow more than WAIT.
-const START: Duration = Duration::from_secs(120);
-
-/// Removes the hostPath model copy and the PersistentVolume when dropped.
-struct ModelVolume {
-    pv: String,
-    dir: PathBuf,
-}
-
-impl Drop for ModelVolume {
-    fn drop(&mut self) {
-        let _ = testkit::kubectl(&["delete", "pv", &self.pv, "--wait=false"]);
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// A bound PVC `name` backed by a hostPath PersistentVolume with a copy of the
-/// fake model at `<MOUNT>/<MODEL>` once mounted.
-async fn model_pvc(env: &Env, name: &str) -> ModelVolume {
-    testkit::require_real_node();
-    let pv_name = format!("{}-{name}", env.ns.name);
-    let dir = testkit::repo_root()
-        .join("target/real-node-models")
-        .join(&pv_name);
-    let _ = std::fs::remove_dir_all(&dir);
-    testkit::fake_model_dir(&dir, MODEL);
-    let volume = ModelVolume {
-        pv: pv_name.clone(),
-        dir: dir.clone(),
-    };
-    common::bound_pvc(&env.client, &env.ns.name, name, dir.to_str().unwrap()).await;
-    volume
-}
-
-/// A VLLMService running the simulator on the real node, with one GPU, short
-/// probe timings, and `extra_env` beside the loading time.
-fn sim_service(name: &str, pvc: &str, extra_env: Value) -> Value {
-    let mut env = vec![json!({"name": "VLLM_SIM_LOAD_SECONDS", "value": LOAD_SECONDS.to_string()})];
-    env.extend(extra_env.as_array().cloned().unwrap_or_default());
-    json!({
-        "apiVersion": "aiinfra.example.com/v1alpha1",
-        "kind": "VLLMService",
-        "metadata": {"name": name},
-        "spec": {
-            "image": "localhost/vllm-sim:dev",
-            "modelPath": format!("{MOUNT}/{MODEL}"),
-            "modelName": MODEL,
-            "nodeSelector": {"vllm.example.com/node": "real"},
-            "tolerations": [{"key": "vllm.example.com/node", "operator": "Equal", "value": "real",
-                             "effect": "NoSchedule"}],
-            "resources": {"requests": {"cpu": "50m", "memory": "64Mi"},
-                          "limits": {"memory": "512Mi", "nvidia.com/gpu": "1"}},
-            "storage": {"pvcName": pvc, "mountPath": MOUNT},
-            "shmSize": "64Mi",
-            "env": env,
-            "readinessProbe": {"initialDelaySeconds": 0, "periodSeconds": 1, "failureThreshold": 3},
-            "startupProbe": {"initialDelaySeconds": 0, "periodSeconds": 1, "failureThreshold": 120}
-        }
-    })
-}
-
-fn selector(name: &str) -> String {
-    format!("app.kubernetes.io/name=vllmservice,app.kubernetes.io/instance={name}")
-}
 
 /// The VLLMService's one pod, once it exists.
 async fn the_pod(env: &Env, name: &str) -> Pod {
@@ -143,19 +77,6 @@ fn container_ready(pod: &Pod) -> bool {
         .is_some_and(|c| c.ready)
 }
 
-/// A diagnosis for a pod that did not get where a test waited for it to.
-fn describe_pod(env: &Env, name: &str) -> String {
-    let out = testkit::kubectl(&[
-        "-n",
-        &env.ns.name,
-        "describe",
-        "pods",
-        "-l",
-        &selector(name),
-    ]);
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// `kubectl exec` in the pod's `vllm` container, with the simulator image's busybox.
 fn exec(env: &Env, pod: &str, args: &[&str]) -> std::process::Output {
     let mut full = vec![
@@ -180,14 +101,6 @@ fn exec_ok(env: &Env, pod: &str, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// The ClusterIP:port of a Service.
-async fn cluster_ip(env: &Env, service: &str) -> String {
-    let svc = env.api::<Service>().get(service).await.unwrap();
-    let spec = svc.spec.unwrap();
-    let ip = spec.cluster_ip.expect("a ClusterIP");
-    format!("{ip}:{}", spec.ports.unwrap()[0].port)
 }
 
 /// The pod becomes Ready only once the simulated load is over (the kubelet
