@@ -83,7 +83,8 @@ async fn spec_example_builds_the_deployment_and_service_of_the_spec() {
     assert_eq!(pod.host_ipc, None);
     assert_eq!(pod.restart_policy.as_deref(), Some("Always"));
     assert_eq!(pod.dns_policy.as_deref(), Some("ClusterFirst"));
-    assert_eq!(pod.termination_grace_period_seconds, Some(30));
+    // preStop 10 s + drain 30 s + 10 s to exit.
+    assert_eq!(pod.termination_grace_period_seconds, Some(50));
     assert_eq!(pod.enable_service_links, Some(false));
     let c = &pod.containers[0];
     assert_eq!(c.name, "vllm");
@@ -108,8 +109,12 @@ async fn spec_example_builds_the_deployment_and_service_of_the_spec() {
             "0.75",
             "--max-num-seqs",
             "8",
+            "--shutdown-timeout",
+            "30",
         ]
     );
+    let pre_stop = c.lifecycle.as_ref().and_then(|l| l.pre_stop.as_ref());
+    assert_eq!(pre_stop.and_then(|p| p.sleep.as_ref()).map(|s| s.seconds), Some(10));
     let port = &c.ports.as_ref().unwrap()[0];
     assert_eq!(
         (port.name.as_deref(), port.container_port),
