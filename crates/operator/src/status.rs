@@ -109,11 +109,17 @@ pub fn derive(vs: &Valid<'_>, seen: &Seen, done: &Done, now: Timestamp) -> VLLMS
     let ready_replicas = dep_status.ready_replicas.unwrap_or(0);
     let updated_replicas = dep_status.updated_replicas.unwrap_or(0);
     let conflicts = conflicts(vs, done);
-    // Pods of an older template still run: a rollout is under way.
-    let mid_rollout = dep_status.replicas.unwrap_or(0) > updated_replicas;
+    let rollout = deployment.and_then(|d| rollout_state(d, updated_replicas));
+    // Pods of this service that are stopping still hold their GPUs: a new pod
+    // that waits for them is not blocked.
+    let stopping = seen
+        .pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_some())
+        .count();
     let findings: Vec<Finding> = diagnose::findings(deployment, &seen.pods)
         .into_iter()
-        .map(|f| scheduling(f, seen.capacity.as_ref(), mid_rollout))
+        .filter_map(|f| scheduling(f, seen.capacity.as_ref(), rollout, stopping))
         .collect();
     let annotation = |key: &str| {
         deployment
@@ -294,9 +300,14 @@ pub fn derive(vs: &Valid<'_>, seen: &Seen, done: &Done, now: Timestamp) -> VLLMS
             "the rollout is complete",
         )
     } else {
-        let why = annotation(REASON_ANNOTATION)
+        let mut why = annotation(REASON_ANNOTATION)
             .map(|r| format!("; {r}"))
             .unwrap_or_default();
+        if stopping > 0 {
+            why.push_str(&format!(
+                "; waiting for {stopping} stopping pod(s) to drain and free their resources"
+            ));
+        }
         Cond::new(
             ct::PROGRESSING,
             Status::True,
@@ -363,11 +374,81 @@ pub fn derive(vs: &Valid<'_>, seen: &Seen, done: &Done, now: Timestamp) -> VLLMS
 /// The reason of a rollout whose new pod cannot be scheduled.
 pub const ROLLOUT_BLOCKED: &str = "RolloutBlocked";
 
-/// An Unschedulable finding with the numbers of free resources, and, while
-/// old pods still run, as a blocked rollout with what to change.
-fn scheduling(f: Finding, capacity: Option<&Capacity>, mid_rollout: bool) -> Finding {
+/// How a rollout under way replaces pods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rollout {
+    /// New pods start beside the old ones.
+    Surging,
+    /// Old pods stop first.
+    InPlace,
+}
+
+/// Whether `d` is replacing pods of an older template, and how: pods of an
+/// older template still run, or (replacing in place, when they may all be
+/// gone already) a later revision has not yet become available.
+fn rollout_state(d: &Deployment, updated: i32) -> Option<Rollout> {
+    let status = d.status.as_ref()?;
+    let revision = d
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("deployment.kubernetes.io/revision"))
+        .and_then(|r| r.parse::<i64>().ok())
+        .unwrap_or(0);
+    let completed =
+        status.conditions.iter().flatten().any(|c| {
+            c.type_ == "Progressing" && c.reason.as_deref() == Some("NewReplicaSetAvailable")
+        });
+    let old_pods_run = status.replicas.unwrap_or(0) > updated;
+    if !(old_pods_run || (revision > 1 && !completed)) {
+        return None;
+    }
+    let surge = d
+        .spec
+        .as_ref()
+        .and_then(|s| s.strategy.as_ref())
+        .and_then(|s| s.rolling_update.as_ref())
+        .and_then(|r| r.max_surge.as_ref());
+    Some(match surge {
+        Some(IntOrString::Int(0)) => Rollout::InPlace,
+        _ if d
+            .spec
+            .as_ref()
+            .and_then(|s| s.strategy.as_ref())
+            .and_then(|s| s.type_.as_deref())
+            == Some("Recreate") =>
+        {
+            Rollout::InPlace
+        }
+        _ => Rollout::Surging,
+    })
+}
+
+/// An Unschedulable finding with the numbers of free resources, and, during
+/// a rollout, as a blocked rollout with what to change; none while `stopping`
+/// pods of the service (draining, still holding their resources) will make room.
+fn scheduling(
+    f: Finding,
+    capacity: Option<&Capacity>,
+    rollout: Option<Rollout>,
+    stopping: usize,
+) -> Option<Finding> {
     if f.reason != "Unschedulable" {
-        return f;
+        return Some(f);
+    }
+    if rollout.is_some() && stopping > 0 {
+        return None;
+    }
+    // The scheduler's verdict predates the room made since (its retry comes
+    // within seconds): it lacked a resource the operator counts, and a pod fits now.
+    let stale = capacity.is_some_and(|c| {
+        c.fits(1)
+            && c.per_pod
+                .keys()
+                .any(|r| f.message.contains(&format!("Insufficient {r}")))
+    });
+    if rollout.is_some() && stale {
+        return None;
     }
     let numbers = capacity
         .map(|c| format!(" ({})", c.describe()))
@@ -379,20 +460,26 @@ fn scheduling(f: Finding, capacity: Option<&Capacity>, mid_rollout: bool) -> Fin
         .as_deref()
         .map(|r| format!("add a node with a free {r} or free one"))
         .unwrap_or_else(|| "add or free a node the pods may run on".into());
-    if !mid_rollout {
-        return Finding {
-            message: format!("{}{numbers}; {free_one}", f.message),
-            ..f
-        };
-    }
-    Finding {
-        reason: ROLLOUT_BLOCKED.into(),
-        message: format!(
-            "the rollout is blocked: {}{numbers}; {free_one}, or set spec.rollout.strategy to \
-             Auto or OneAtATime to replace pods in place; the old pods keep serving meanwhile",
-            f.message
+    let advice = match rollout {
+        None => {
+            return Some(Finding {
+                message: format!("{}{numbers}; {free_one}", f.message),
+                ..f
+            });
+        }
+        Some(Rollout::Surging) => format!(
+            "{free_one}, or set spec.rollout.strategy to Auto or OneAtATime to replace pods in \
+             place; the old pods keep serving meanwhile"
         ),
-    }
+        Some(Rollout::InPlace) => format!(
+            "{free_one}, or lower what a pod requests (spec.resources) or widen where it may run \
+             (nodeSelector, tolerations, affinity)"
+        ),
+    };
+    Some(Finding {
+        reason: ROLLOUT_BLOCKED.into(),
+        message: format!("the rollout is blocked: {}{numbers}; {advice}", f.message),
+    })
 }
 
 fn monitoring_conflict(done: &Done) -> bool {
@@ -529,7 +616,7 @@ pub fn invalid(
 
 #[cfg(test)]
 mod tests {
-    use super::min_ready;
+    use super::{Finding, Rollout, min_ready, rollout_state, scheduling};
     use k8s_openapi::api::apps::v1::Deployment;
     use serde_json::json;
 
@@ -562,6 +649,63 @@ mod tests {
             min_ready(&stuck, 4),
             3,
             "both zero: the Deployment controller allows 1"
+        );
+    }
+
+    fn deployment(v: serde_json::Value) -> Deployment {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn a_rollout_is_under_way_while_old_pods_run_or_a_later_revision_is_not_available() {
+        let surge =
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}});
+        let in_place =
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}});
+        let d = |revision: &str, strategy: &serde_json::Value, replicas: i32, reason: &str| {
+            deployment(json!({
+                "metadata": {"annotations": {"deployment.kubernetes.io/revision": revision}},
+                "spec": {"selector": {}, "template": {}, "strategy": strategy},
+                "status": {"replicas": replicas, "updatedReplicas": 1,
+                    "conditions": [{"type": "Progressing", "status": "True", "reason": reason}]}}))
+        };
+        // The first pods of a new service: no rollout.
+        assert_eq!(
+            rollout_state(&d("1", &surge, 1, "NewReplicaSetCreated"), 1),
+            None
+        );
+        assert_eq!(
+            rollout_state(&d("2", &surge, 3, "ReplicaSetUpdated"), 1),
+            Some(Rollout::Surging)
+        );
+        // In place, the old pod may be gone already.
+        assert_eq!(
+            rollout_state(&d("2", &in_place, 1, "ReplicaSetUpdated"), 1),
+            Some(Rollout::InPlace)
+        );
+        assert_eq!(
+            rollout_state(&d("2", &in_place, 1, "NewReplicaSetAvailable"), 1),
+            None
+        );
+        let unschedulable = || Finding {
+            reason: "Unschedulable".into(),
+            message: "pod p cannot be scheduled: 0/4 nodes are available".into(),
+        };
+        let f = scheduling(unschedulable(), None, None, 0).unwrap();
+        assert_eq!(f.reason, "Unschedulable");
+        let f = scheduling(unschedulable(), None, Some(Rollout::Surging), 0).unwrap();
+        assert_eq!(f.reason, "RolloutBlocked");
+        assert!(f.message.contains("OneAtATime"), "{}", f.message);
+        assert_eq!(
+            scheduling(unschedulable(), None, Some(Rollout::Surging), 1),
+            None,
+            "a stopping pod of the service will make room"
+        );
+        let f = scheduling(unschedulable(), None, Some(Rollout::InPlace), 0).unwrap();
+        assert!(
+            !f.message.contains("OneAtATime") && f.message.contains("spec.resources"),
+            "{}",
+            f.message
         );
     }
 }
