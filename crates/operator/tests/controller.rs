@@ -114,7 +114,10 @@ async fn spec_example_builds_the_deployment_and_service_of_the_spec() {
         ]
     );
     let pre_stop = c.lifecycle.as_ref().and_then(|l| l.pre_stop.as_ref());
-    assert_eq!(pre_stop.and_then(|p| p.sleep.as_ref()).map(|s| s.seconds), Some(10));
+    assert_eq!(
+        pre_stop.and_then(|p| p.sleep.as_ref()).map(|s| s.seconds),
+        Some(10)
+    );
     let port = &c.ports.as_ref().unwrap()[0];
     assert_eq!(
         (port.name.as_deref(), port.container_port),
