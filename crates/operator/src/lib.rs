@@ -2,7 +2,7 @@
 //!
 //! The pipeline of one reconcile is [`reconcile`]; [`controller`] wires the
 //! watches and caches around it. Pure modules (no I/O): `build`, `status`,
-//! `route`, `conditions`, `diagnose`, `done`, `names`, `seen`, `text`.
+//! `route`, `conditions`, `diagnose`, `enginelog`, `done`, `names`, `seen`, `text`.
 
 pub mod apply;
 pub mod build;
@@ -11,6 +11,7 @@ pub mod context;
 pub mod controller;
 pub mod diagnose;
 pub mod done;
+pub mod enginelog;
 pub mod error;
 pub mod events;
 pub mod health;
