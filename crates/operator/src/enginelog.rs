@@ -22,6 +22,19 @@ pub struct Diagnosis {
     pub message: String,
 }
 
+/// Every reason a diagnosis can have.
+pub const REASONS: [&str; 9] = [
+    "KVCacheTooSmall",
+    "GPUMemoryInsufficient",
+    "ModelNotFound",
+    "TensorParallelNotDivisible",
+    "UnrecognizedArgument",
+    "StartupProbeTimeout",
+    "SharedMemoryTooSmall",
+    "OOMKilled",
+    "EngineStartFailed",
+];
+
 /// How the container instance whose log is read ended (or that it still runs).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ended {

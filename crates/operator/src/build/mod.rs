@@ -13,7 +13,7 @@ use gateway_api::apis::standard::httproutes::HttpRoute;
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Service};
 use vllmservice_api::Valid;
 
-pub use deployment::{SHM_DEFAULT_SIZE, deployment, vllm_args};
+pub use deployment::{CONTAINER_NAME, SHM_DEFAULT_SIZE, deployment, vllm_args};
 pub use httproute::httproute;
 pub use prometheusrule::prometheusrule;
 pub use service::service;
