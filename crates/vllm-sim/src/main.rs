@@ -263,11 +263,7 @@ fn fail(e: &SimError) -> u8 {
 /// workers of a tensor-parallel vLLM report it. Returns the exit code (1).
 fn shared_memory_error(tp: u32) -> u8 {
     let pid = std::process::id();
-    log::info(
-        Proc::Engine,
-        "pynccl.py:69",
-        "vLLM is using nccl==2.21.5",
-    );
+    log::info(Proc::Engine, "pynccl.py:69", "vLLM is using nccl==2.21.5");
     log::stderr(&format!(
         "vllm-sim:{pid}:{pid} [1] include/alloc.h:194 NCCL WARN Error while creating shared memory segment \
          /dev/shm/nccl-v5MYcN (size 7340384)\nvllm-sim:{pid}:{pid} [1] NCCL INFO transport/shm.cc:114 -> 2\n"

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test binary uses a different part of this module
 
+pub mod sim;
+
 use std::{sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
