@@ -100,6 +100,17 @@ pub async fn log_of(env: &Env, pod: &str, previous: bool) -> String {
         .unwrap_or_else(|e| panic!("log of {pod} (previous: {previous}): {e}"))
 }
 
+/// The log of the vllm container of `pod`, if there is one (a previous instance
+/// exists only after a restart).
+pub async fn try_log_of(env: &Env, pod: &str, previous: bool) -> Option<String> {
+    let params = LogParams {
+        container: Some("vllm".into()),
+        previous,
+        ..LogParams::default()
+    };
+    env.api::<Pod>().logs(pod, &params).await.ok()
+}
+
 /// `kubectl describe` of the VLLMService's pods, for failure messages.
 pub fn describe_pods(env: &Env, name: &str) -> String {
     let out = testkit::kubectl(&[
