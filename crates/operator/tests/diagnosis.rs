@@ -475,3 +475,217 @@ async fn engine_status_matches_the_simulator_and_follows_a_spec_change() {
     );
     assert_eq!(metrics.log_reads("diagnosis"), 0);
 }
+
+// ---- at scale, on kwok --------------------------------------------------------
+
+/// 100 crash-looping services on kwok nodes (the kubelet's part played by the
+/// project's kwok stage; kwok serves `hack/cluster/kwok-logs/` as the pods'
+/// logs through the API server): one log read per container restart, measured
+/// with the operator's `pod_log_reads` counter. A second restart of every pod
+/// costs exactly one more read each; reconciles without a restart cost none; an
+/// OOMKilled container is diagnosed from its last state with no read; healthy
+/// pods are read once for `status.engine` and never for a diagnosis. A private
+/// cluster, because the shared one may be older than kwok serving logs.
+#[tokio::test]
+async fn a_hundred_crash_loops_cost_one_log_read_per_restart() {
+    use common::{Operator, QuietCounts};
+    use kube::api::{Patch, PatchParams};
+    const CRASHING: usize = 100;
+    const OOM: usize = 5;
+    const HEALTHY: usize = 10;
+    let cluster = testkit::PrivateCluster::start("diag-kwok");
+    cluster.install_crds();
+    let client = cluster.client().await;
+    // The namespace in the private cluster (TestNamespace::new waits on the shared one).
+    let ns = testkit::TestNamespace {
+        name: format!("diag-scale-{}", testkit::random_suffix()),
+    };
+    let out = cluster
+        .kubectl()
+        .args(["create", "namespace", &ns.name])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    testkit::wait_until(
+        common::WAIT,
+        "the namespace's default ServiceAccount",
+        || async {
+            let out = cluster
+                .kubectl()
+                .args(["-n", &ns.name, "get", "serviceaccount", "default"])
+                .output()
+                .ok()?;
+            out.status.success().then_some(())
+        },
+    )
+    .await;
+    let operator =
+        Operator::start_with_config(testkit::config_for(cluster.kubeconfig()).await, &ns.name)
+            .await;
+    let env = Env {
+        client: client.clone(),
+        ns,
+        operator,
+    };
+    env.bound_pvc("models").await;
+    let small = |name: &str, last: Option<(&str, &str)>| {
+        let mut vs = common::gpu_service(name, "models");
+        vs["spec"]["resources"] = json!({"requests": {"cpu": "10m", "memory": "16Mi"}});
+        if let Some((reason, code)) = last {
+            vs["spec"]["podAnnotations"] = json!({
+                "sim.vllm.example.com/waiting-reason": "CrashLoopBackOff",
+                "sim.vllm.example.com/last-terminated-reason": reason,
+                "sim.vllm.example.com/last-terminated-exit-code": code});
+        }
+        vs
+    };
+    let crashing: Vec<String> = (0..CRASHING).map(|i| format!("crash-{i:03}")).collect();
+    let oom: Vec<String> = (0..OOM).map(|i| format!("oom-{i}")).collect();
+    let healthy: Vec<String> = (0..HEALTHY).map(|i| format!("ok-{i}")).collect();
+    let started = std::time::Instant::now();
+    for n in &crashing {
+        env.create(small(n, Some(("Error", "1")))).await;
+    }
+    for n in &oom {
+        env.create(small(n, Some(("OOMKilled", "137")))).await;
+    }
+    for n in &healthy {
+        env.create(small(n, None)).await;
+    }
+    let api = env.api::<VLLMService>();
+    testkit::wait_until(
+        std::time::Duration::from_secs(240),
+        "every service diagnosed or serving",
+        || all_diagnosed(&api),
+    )
+    .await;
+    let took = started.elapsed();
+    let metrics = &env.operator.metrics;
+    metrics.quiet_counts().await;
+    assert_eq!(
+        metrics.log_reads("diagnosis"),
+        CRASHING as u64,
+        "one read per crash-looping container instance"
+    );
+    assert_eq!(
+        metrics.log_reads("engine"),
+        HEALTHY as u64,
+        "one engine read per healthy service's revision"
+    );
+
+    // Every crash-looping pod restarts once more: a new instance, one more read each.
+    let pods = env.api::<Pod>();
+    let list = pods.list(&Default::default()).await.unwrap();
+    let mut restarted = 0;
+    for pod in &list.items {
+        if !pod
+            .labels()
+            .get("app.kubernetes.io/instance")
+            .is_some_and(|i| i.starts_with("crash-"))
+        {
+            continue;
+        }
+        let mut statuses = serde_json::to_value(
+            pod.status
+                .as_ref()
+                .and_then(|s| s.container_statuses.clone())
+                .unwrap(),
+        )
+        .unwrap();
+        let cs = &mut statuses[0];
+        let restarts = cs["restartCount"].as_i64().unwrap();
+        cs["restartCount"] = json!(restarts + 1);
+        cs["lastState"]["terminated"]["finishedAt"] = json!(
+            Timestamp::now()
+                .to_string()
+                .split('.')
+                .next()
+                .unwrap()
+                .to_string()
+                + "Z"
+        );
+        pods.patch_status(
+            &pod.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"containerStatuses": statuses}})),
+        )
+        .await
+        .unwrap();
+        restarted += 1;
+    }
+    assert_eq!(restarted, CRASHING);
+    testkit::wait_until(
+        common::WAIT,
+        "one more read per restarted container",
+        || async { (metrics.log_reads("diagnosis") >= 2 * CRASHING as u64).then_some(()) },
+    )
+    .await;
+    let (_, reconciles) = metrics.quiet_counts().await;
+    // More reconciles without a restart (an unrelated change of each Service) read nothing.
+    for n in crashing.iter().chain(&healthy) {
+        env.api::<k8s_openapi::api::core::v1::Service>()
+            .patch(
+                n,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {"touched": "1"}}})),
+            )
+            .await
+            .unwrap();
+    }
+    testkit::wait_until(
+        common::WAIT,
+        "a reconcile of each touched service",
+        || async {
+            (metrics.reconciles.get() >= reconciles + (CRASHING + HEALTHY) as u64).then_some(())
+        },
+    )
+    .await;
+    metrics.quiet_counts().await;
+    assert_eq!(
+        metrics.log_reads("diagnosis"),
+        2 * CRASHING as u64,
+        "reads without a restart"
+    );
+    assert_eq!(metrics.log_reads("engine"), HEALTHY as u64);
+    all_diagnosed(&api).await.expect("still diagnosed");
+    eprintln!(
+        "{CRASHING} crash-looping + {OOM} OOMKilled + {HEALTHY} healthy services: diagnosed in {:.1} s; \
+         {} diagnosis reads for {} container instances, {} engine reads, 0 for OOMKilled",
+        took.as_secs_f64(),
+        metrics.log_reads("diagnosis"),
+        2 * CRASHING,
+        metrics.log_reads("engine"),
+    );
+}
+
+/// Every VLLMService of the scale test as it should end: crash-* Degraded with the
+/// log's KVCacheTooSmall, oom-* with OOMKilled, ok-* Available with status.engine.
+async fn all_diagnosed(api: &kube::Api<VLLMService>) -> Option<()> {
+    let list = api.list(&Default::default()).await.ok()?;
+    list.items
+        .iter()
+        .all(|vs| {
+            let name = vs.name_any();
+            let degraded = condition(vs, "Degraded");
+            if name.starts_with("crash-") {
+                degraded.is_some_and(|(_, r, m)| {
+                    r == "KVCacheTooSmall" && m.contains("engineArgs.maxModelLen ≤ 2448")
+                })
+            } else if name.starts_with("oom-") {
+                degraded.is_some_and(|(_, r, m)| r == "OOMKilled" && m.contains("exit code 137"))
+            } else {
+                is_available(vs)
+                    && vs
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.engine.as_ref())
+                        .and_then(|e| e.kv_cache_tokens)
+                        == Some(538_320)
+            }
+        })
+        .then_some(())
+}
