@@ -310,7 +310,7 @@ fn tensor_parallel(lines: &[&str]) -> Option<Diagnosis> {
     let tp = number_after(line, "tensor parallel size (")?;
     let h: u64 = heads.parse().ok()?;
     let valid: Vec<String> = (1..=h)
-        .filter(|d| h % d == 0)
+        .filter(|d| h.is_multiple_of(*d))
         .map(|d| d.to_string())
         .collect();
     Some(Diagnosis {
@@ -492,13 +492,7 @@ fn progress_of(lines: &[&str]) -> Option<String> {
             let done = rest
                 .split('|')
                 .nth(1)
-                .map(|s| {
-                    s.trim()
-                        .split_whitespace()
-                        .next()
-                        .unwrap_or_default()
-                        .to_string()
-                })
+                .map(|s| s.split_whitespace().next().unwrap_or_default().to_string())
                 .filter(|s| s.contains('/'));
             Some(match done {
                 Some(d) => format!("loading weights ({d} shards)"),
