@@ -230,9 +230,9 @@ up() {
   make_pki
   make_node_pki  # the API server's kubelet client certificate is needed without a real node too
   local pki=$dir/pki
-  local etcd_port etcd_peer api_port kcm_port sched_port kwok_port
+  local etcd_port etcd_peer api_port kcm_port sched_port
   etcd_port=$(free_port); etcd_peer=$(free_port); api_port=$(free_port)
-  kcm_port=$(free_port); sched_port=$(free_port); kwok_port=$(free_port)
+  kcm_port=$(free_port); sched_port=$(free_port)
 
   if [ "$real_nodes" = 1 ]; then node_runtime_start "$api_port"; fi
 
@@ -278,12 +278,21 @@ up() {
     --authorization-kubeconfig "$dir/scheduler.kubeconfig" \
     --bind-address 127.0.0.1 --secure-port "$sched_port" --leader-elect=false \
     --kube-api-qps 500 --kube-api-burst 1000
+  # kwok plays the fake nodes' kubelet server too, where the API server looks for it
+  # (the node's InternalIP, port 10250, TLS): `pods/log` of a kwok pod is the file of
+  # kwok-logs/ that the ClusterLogs rule names.
+  { cat "$here/kwok-stages.yaml"
+    printf -- '---\napiVersion: kwok.x-k8s.io/v1alpha1\nkind: ClusterLogs\nmetadata:\n  name: vllm-logs\n'
+    printf 'spec:\n  logs:\n  - logsFile: %s\n    previousLogsFile: %s\n' \
+      "$here/kwok-logs/vllm-running.log" "$here/kwok-logs/vllm-crashed.log"
+  } >"$dir/kwok-config.yaml"
   start kwok "$bin/kwok" --kubeconfig "$dir/admin.kubeconfig" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
     --disregard-status-with-annotation-selector kwok.x-k8s.io/status=custom \
     --cidr "$kwok_first" --node-ip "$host_ip" --node-port 10250 \
     --node-lease-duration-seconds 40 \
-    --server-address "127.0.0.1:$kwok_port" --config "$here/kwok-stages.yaml"
+    --server-address "$host_ip:10250" --tls-cert-file "$pki/apiserver.crt" \
+    --tls-private-key-file "$pki/apiserver.key" --config "$dir/kwok-config.yaml"
 
   local k="kubectl --kubeconfig $dir/admin.kubeconfig"
   local i

@@ -89,6 +89,20 @@ pub mod condition_types {
         priority = 1
     ),
     printcolumn(
+        name = "MaxModelLen",
+        type_ = "integer",
+        json_path = ".status.engine.maxModelLen",
+        description = "The max model length vLLM settled on",
+        priority = 1
+    ),
+    printcolumn(
+        name = "KVCacheTokens",
+        type_ = "integer",
+        json_path = ".status.engine.kvCacheTokens",
+        description = "Tokens of KV cache vLLM allocated",
+        priority = 1
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
@@ -880,4 +894,45 @@ pub struct VLLMServiceStatus {
     /// A human-readable summary of what is wrong or what is being waited for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+
+    /// What vLLM reports about itself, read from the start-up log of a Ready pod of the
+    /// current revision (once per revision).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EngineStatus>,
+}
+
+/// The configuration vLLM settled on, from its start-up log lines. A field vLLM did not
+/// log is absent.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = schema::unwrap_doc_lines)]
+pub struct EngineStatus {
+    /// The vLLM version ("vLLM API server version ...").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+
+    /// The max model length in tokens vLLM runs with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_model_len: Option<i64>,
+
+    /// Tokens the KV cache holds ("GPU KV cache size: N tokens").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_cache_tokens: Option<i64>,
+
+    /// How many requests of the max model length fit in the KV cache at once ("Maximum
+    /// concurrency for T tokens per request: Cx").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<f64>,
+
+    /// KV-cache blocks on the GPU ("# GPU blocks: N"; vLLM's V1 engine does not log it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_blocks: Option<i64>,
+
+    /// GPUs the model is sharded across.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tensor_parallel_size: Option<i64>,
+
+    /// The pod-template-hash of the pods this was read from: read again when it changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
 }

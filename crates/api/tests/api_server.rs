@@ -662,7 +662,16 @@ async fn kubectl_get_shows_the_printer_columns() {
     let (header, row) = header_and_row(&output);
     assert_eq!(
         header,
-        ["NAME", "PHASE", "READY", "MODEL", "HOST", "AGE"],
+        [
+            "NAME",
+            "PHASE",
+            "READY",
+            "MODEL",
+            "HOST",
+            "MAXMODELLEN",
+            "KVCACHETOKENS",
+            "AGE"
+        ],
         "{output}"
     );
     assert_eq!(header, crd_headers(true), "{output}");

@@ -139,6 +139,8 @@ fn resource_features() {
         ("Ready", ".status.ready", 0),
         ("Model", ".spec.modelName", 0),
         ("Host", ".spec.gatewayRef.host", 1),
+        ("MaxModelLen", ".status.engine.maxModelLen", 1),
+        ("KVCacheTokens", ".status.engine.kvCacheTokens", 1),
         ("Age", ".metadata.creationTimestamp", 0),
     ];
     let expected: Vec<(String, String, i64)> = expected
@@ -167,9 +169,23 @@ fn resource_features() {
         "gatewayRefName",
         "gatewayRefNamespace",
         "message",
+        "engine",
     ] {
         assert!(status.get(field).is_some(), "status.{field} missing");
     }
+    let engine = &status["engine"]["properties"];
+    for field in [
+        "version",
+        "maxModelLen",
+        "kvCacheTokens",
+        "maxConcurrency",
+        "gpuBlocks",
+        "tensorParallelSize",
+        "revision",
+    ] {
+        assert!(engine.get(field).is_some(), "status.engine.{field} missing");
+    }
+    assert_eq!(engine["maxConcurrency"]["type"], "number");
     assert_eq!(
         status["phase"]["enum"],
         serde_json::json!(["Pending", "Running", "Failed"])

@@ -36,7 +36,7 @@ use vllmservice_api::VLLMService;
 
 use crate::prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor};
 use crate::{
-    context::{Cache, CacheFill, Caches, Context, Placement, PodIndex, backoff},
+    context::{Cache, CacheFill, Caches, Context, Placement, PodIndex, PodLogs, backoff},
     error::Error,
     events,
     health::Health,
@@ -409,13 +409,17 @@ async fn run_watches(
         &mut tasks,
     );
     let pod_index = PodIndex::default();
+    let pod_logs = PodLogs::default();
     let (pods, pod_events) = {
-        let index = pod_index.clone();
+        let (index, logs) = (pod_index.clone(), pod_logs.clone());
         cached_watch(
             scope.api::<Pod>(),
             managed.clone(),
             slim_pod,
-            move |e| index.saw(e),
+            move |e| {
+                index.saw(e);
+                logs.saw(e);
+            },
             &mut tasks,
         )
     };
@@ -458,6 +462,7 @@ async fn run_watches(
         services,
         pods,
         pod_index,
+        pod_logs,
         pvcs,
         pdbs,
         placement,

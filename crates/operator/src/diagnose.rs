@@ -1,11 +1,16 @@
-//! Why a workload is not serving, read from its Deployment and Pods, so that
-//! `kubectl describe vllm NAME` says it without anyone reading pod logs.
+//! Why a workload is not serving, read from its Deployment and Pods (and what
+//! the read step found in failing vLLM containers' logs), so that `kubectl
+//! describe vllm NAME` says it without anyone reading pod logs.
 //! Pure: the same objects always give the same findings in the same order.
+
+use std::collections::BTreeMap;
 
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{ContainerStatus, Pod},
 };
+
+use crate::enginelog::Diagnosis;
 
 /// One reason the workload is failing, with a message for humans.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,9 +21,15 @@ pub struct Finding {
     pub message: String,
 }
 
-/// Failures visible in the Deployment's conditions and its Pods' statuses.
-/// At most one finding per reason (the first pod by name wins).
-pub fn findings(deployment: Option<&Deployment>, pods: &[Pod]) -> Vec<Finding> {
+/// Failures visible in the Deployment's conditions and its Pods' statuses. A
+/// pod's entry in `from_logs` (its vllm container's log, classified) replaces
+/// the generic crash finding of that container. At most one finding per reason
+/// (the first pod by name wins).
+pub fn findings(
+    deployment: Option<&Deployment>,
+    pods: &[Pod],
+    from_logs: &BTreeMap<String, Diagnosis>,
+) -> Vec<Finding> {
     let mut out: Vec<Finding> = Vec::new();
     let mut push = |f: Finding| {
         if !out.iter().any(|o| o.reason == f.reason) {
@@ -47,7 +58,17 @@ pub fn findings(deployment: Option<&Deployment>, pods: &[Pod]) -> Vec<Finding> {
                 });
             }
         }
+        let from_log = from_logs.get(pod_name);
+        if let Some(d) = from_log {
+            push(Finding {
+                reason: d.reason.into(),
+                message: format!("pod {pod_name}: {}", d.message),
+            });
+        }
         for cs in status.container_statuses.iter().flatten() {
+            if from_log.is_some() && cs.name == crate::build::CONTAINER_NAME {
+                continue;
+            }
             if let Some(f) = container_finding(pod_name, cs, pod) {
                 push(f);
             }
@@ -141,7 +162,7 @@ mod tests {
                 "restartCount": 0, "state": {"waiting": {"reason": "ImagePullBackOff",
                 "message": "Back-off pulling image"}}}]}
         }));
-        let f = findings(None, &[p]);
+        let f = findings(None, &[p], &BTreeMap::new());
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].reason, "ImagePullBackOff");
         assert!(
@@ -159,7 +180,7 @@ mod tests {
                 "restartCount": 4, "state": {"waiting": {"reason": "CrashLoopBackOff"}},
                 "lastState": {"terminated": {"reason": "OOMKilled", "exitCode": 137}}}]}
         }));
-        let f = findings(None, &[p]);
+        let f = findings(None, &[p], &BTreeMap::new());
         assert_eq!(f[0].reason, "CrashLoopBackOff");
         assert!(
             f[0].message.contains("OOMKilled (exit code 137)"),
@@ -183,7 +204,7 @@ mod tests {
             {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate",
              "message": "pods \"x\" is forbidden: violates PodSecurity"}]}}))
         .unwrap();
-        let f = findings(Some(&d), &[unsched("b"), unsched("a")]);
+        let f = findings(Some(&d), &[unsched("b"), unsched("a")], &BTreeMap::new());
         let reasons: Vec<_> = f.iter().map(|f| f.reason.as_str()).collect();
         assert_eq!(
             reasons,
@@ -200,12 +221,33 @@ mod tests {
     }
 
     #[test]
+    fn a_log_diagnosis_replaces_the_crash_loop_finding() {
+        let p = pod(json!({
+            "metadata": {"name": "p1"},
+            "status": {"containerStatuses": [{"name": "vllm", "image": "x", "imageID": "", "ready": false,
+                "restartCount": 4, "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                "lastState": {"terminated": {"reason": "Error", "exitCode": 1}}}]}
+        }));
+        let logs = BTreeMap::from([(
+            "p1".to_string(),
+            Diagnosis {
+                reason: "KVCacheTooSmall",
+                message: "set engineArgs.maxModelLen ≤ 99760".into(),
+            },
+        )]);
+        let f = findings(None, &[p], &logs);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].reason, "KVCacheTooSmall");
+        assert_eq!(f[0].message, "pod p1: set engineArgs.maxModelLen ≤ 99760");
+    }
+
+    #[test]
     fn healthy_pods_have_no_findings() {
         let p = pod(
             json!({"metadata": {"name": "p"}, "status": {"containerStatuses": [{"name": "vllm",
             "image": "x", "imageID": "", "ready": true, "restartCount": 0,
             "state": {"running": {}}}]}}),
         );
-        assert!(findings(None, &[p]).is_empty());
+        assert!(findings(None, &[p], &BTreeMap::new()).is_empty());
     }
 }

@@ -2,8 +2,8 @@
 //!
 //! The pipeline of one reconcile is [`reconcile`]; [`controller`] wires the
 //! watches and caches around it. Pure modules (no I/O): `build`, `status`,
-//! `route`, `conditions`, `diagnose`, `done`, `names`, `placement`, `seen`,
-//! `text`.
+//! `route`, `conditions`, `diagnose`, `enginelog`, `done`, `names`, `placement`,
+//! `seen`, `text`.
 
 pub mod apply;
 pub mod build;
@@ -12,6 +12,7 @@ pub mod context;
 pub mod controller;
 pub mod diagnose;
 pub mod done;
+pub mod enginelog;
 pub mod error;
 pub mod events;
 pub mod health;

@@ -26,6 +26,13 @@ pub struct ErrorLabels {
     pub category: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LogReadLabels {
+    /// `diagnosis` (a container that failed, restarts or overran its startup budget)
+    /// or `engine` (the start-up lines of a Ready pod, once per revision).
+    pub purpose: String,
+}
+
 /// Every series the operator exports.
 pub struct Metrics {
     pub reconciles: Counter,
@@ -36,6 +43,8 @@ pub struct Metrics {
     pub writes: Family<WriteLabels, Counter>,
     pub managed_objects: Gauge,
     pub leader: Gauge,
+    /// Container log reads (`pods/log` requests), by purpose.
+    pub pod_log_reads: Family<LogReadLabels, Counter>,
     registry: Registry,
     /// The same counts as `writes`, readable in-process (a `Family` cannot be iterated).
     write_counts: Mutex<BTreeMap<(String, String), u64>>,
@@ -52,6 +61,7 @@ impl Default for Metrics {
         let writes = Family::<WriteLabels, Counter>::default();
         let managed_objects = Gauge::default();
         let leader = Gauge::default();
+        let pod_log_reads = Family::<LogReadLabels, Counter>::default();
         let mut registry = Registry::with_prefix("vllmservice_operator");
         registry.register(
             "reconciles",
@@ -88,7 +98,13 @@ impl Default for Metrics {
             "1 while this replica holds the leader lease and reconciles",
             leader.clone(),
         );
+        registry.register(
+            "pod_log_reads",
+            "Container log reads (pods/log requests) of vLLM containers, by purpose",
+            pod_log_reads.clone(),
+        );
         Metrics {
+            pod_log_reads,
             reconciles,
             reconciles_in_flight,
             reconcile_errors,
@@ -115,6 +131,24 @@ impl Metrics {
         self.writes.get_or_create(&labels).inc();
         let mut seen = self.write_counts.lock().expect("write counts lock");
         *seen.entry((labels.verb, labels.resource)).or_default() += 1;
+    }
+
+    /// Counts one container log read for `purpose` (`diagnosis` or `engine`).
+    pub fn record_log_read(&self, purpose: &str) {
+        self.pod_log_reads
+            .get_or_create(&LogReadLabels {
+                purpose: purpose.to_string(),
+            })
+            .inc();
+    }
+
+    /// Container log reads so far for `purpose`.
+    pub fn log_reads(&self, purpose: &str) -> u64 {
+        self.pod_log_reads
+            .get_or_create(&LogReadLabels {
+                purpose: purpose.to_string(),
+            })
+            .get()
     }
 
     /// Total write requests sent so far (any verb, any resource).

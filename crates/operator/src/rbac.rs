@@ -140,6 +140,13 @@ pub const CLUSTER_RULES: &[Rule] = &[
         why: "cache: the nodes' allocatable GPUs, labels and taints, for rollout strategy Auto and the numbers of a blocked rollout",
     },
     Rule {
+        group: "",
+        resources: &["pods/log"],
+        verbs: &["get"],
+        scope: Scope::Namespaced,
+        why: "the log of a vLLM container that failed, restarts or overran its startup budget (once per container instance), and of a Ready pod once per revision: why it did not start, what it runs with",
+    },
+    Rule {
         group: "gateway.networking.k8s.io",
         resources: &["gateways"],
         verbs: WATCH,
@@ -443,6 +450,13 @@ mod tests {
             &format!("{plural}/status"),
             "patch"
         ));
+        let (group, plural) = gr::<Pod>();
+        assert!(granted(
+            CLUSTER_RULES,
+            &group,
+            &format!("{plural}/log"),
+            "get"
+        ));
         let (group, plural) = gr::<Lease>();
         for verb in ["get", "create", "patch", "list", "watch"] {
             assert!(granted(LEADER_ELECTION_RULES, &group, &plural, verb));
@@ -493,6 +507,13 @@ mod tests {
                 "vllmservices/status",
                 &["get", "update"],
             ),
+            (
+                "",
+                "pods/log",
+                &["list", "watch", "create", "patch", "update", "delete"],
+            ),
+            ("", "pods/exec", &["get", "create"]),
+            ("", "pods/proxy", &["get", "create"]),
             ("apps", "deployments", &["delete"]),
             ("", "services", &["delete"]),
             ("gateway.networking.k8s.io", "httproutes", &["update"]),

@@ -35,13 +35,14 @@ pub async fn reconcile(obj: &DeserializeGuard<VLLMService>, ctx: &Context) -> Re
         // Children go with their owner through garbage collection.
         return Ok(Action::await_change());
     }
-    let seen = read::gather(&vs, ctx)?;
+    let mut seen = read::gather(&vs, ctx)?;
     let spec = match vllmservice_api::validate(&vs) {
         Ok(spec) => spec,
         Err(invalid) => return write_invalid(ctx, &vs, &invalid.to_string()).await,
     };
+    seen.logs = read::logs(&spec, &seen, ctx, Timestamp::now()).await;
     let want = build::all(&spec, &seen);
-    let next = requeue(&want.resolution, ctx.resync);
+    let next = requeue(&want.resolution, seen.logs.recheck_after, ctx.resync);
     let done = match apply::converge(ctx, &vs, want, &seen).await {
         Ok(done) => done,
         // The API server refused an object built from a spec the CRD accepted (e.g. a
@@ -69,12 +70,14 @@ pub async fn reconcile(obj: &DeserializeGuard<VLLMService>, ctx: &Context) -> Re
 const GATEWAY_RETRY: Duration = Duration::from_secs(60);
 
 /// When to look again without an event: the periodic safety net, sooner when
-/// a Gateway or listener may appear by itself, and only on a change when the
-/// gatewayRef is a configuration error.
-fn requeue(resolution: &Resolution, resync: Duration) -> Action {
+/// a Gateway or listener may appear by itself or a loading pod reaches its
+/// startup budget (`recheck`), and only on a change when the gatewayRef is a
+/// configuration error.
+fn requeue(resolution: &Resolution, recheck: Option<Duration>, resync: Duration) -> Action {
+    let resync = recheck.map_or(resync, |r| r.min(resync));
     match resolution {
         Resolution::Missing { .. } => Action::requeue(GATEWAY_RETRY.min(resync)),
-        Resolution::WrongProtocol { .. } => Action::await_change(),
+        Resolution::WrongProtocol { .. } if recheck.is_none() => Action::await_change(),
         _ => Action::requeue(resync),
     }
 }

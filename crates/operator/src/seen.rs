@@ -2,6 +2,8 @@
 //! before anything is built or written. Plain data: the builders and the
 //! status derivation take it without doing any I/O themselves.
 
+use std::{collections::BTreeMap, time::Duration};
+
 use gateway_api::apis::standard::{gateways::Gateway, httproutes::HttpRoute};
 use k8s_openapi::api::{
     apps::v1::Deployment,
@@ -10,6 +12,7 @@ use k8s_openapi::api::{
 };
 
 use crate::{
+    enginelog::{Diagnosis, EngineInfo},
     optional::Apis,
     placement::Capacity,
     prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor},
@@ -37,6 +40,28 @@ pub struct Seen {
     pub storage: Storage,
     /// The pods of this VLLMService (by its instance label).
     pub pods: Vec<Pod>,
+    /// What their vLLM containers' logs say (`read::logs`).
+    pub logs: LogsSeen,
+}
+
+/// What the vLLM containers' logs said, read once per container instance.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LogsSeen {
+    /// Per pod name: why its vllm container did not start.
+    pub diagnoses: BTreeMap<String, Diagnosis>,
+    /// Per pod name: how far a load that overran its startup budget got.
+    pub progress: BTreeMap<String, String>,
+    /// What vLLM reported about itself, from a Ready pod of the current revision.
+    pub engine: Option<EngineSeen>,
+    /// When to look again without an event: a load reaching its startup budget.
+    pub recheck_after: Option<Duration>,
+}
+
+/// The engine's settings and the revision (pod-template-hash) they were read from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EngineSeen {
+    pub revision: String,
+    pub info: EngineInfo,
 }
 
 /// The model PVC as observed.

@@ -7,17 +7,18 @@ use k8s_openapi::{
     api::apps::v1::Deployment, apimachinery::pkg::util::intstr::IntOrString, jiff::Timestamp,
 };
 use kube::{Resource, ResourceExt};
-use vllmservice_api::{Phase, VLLMServiceStatus, Valid, condition_types as ct};
+use vllmservice_api::{EngineStatus, Phase, VLLMServiceStatus, Valid, condition_types as ct};
 
 use crate::{
     build::rollout::{REASON_ANNOTATION, STRATEGY_ANNOTATION},
     conditions::{Cond, Feature, Status, merge},
     diagnose::{self, Finding},
     done::{Done, Outcome},
-    names, optional,
+    enginelog, names, optional,
     placement::Capacity,
     route::{self, Resolution},
-    seen::{Seen, Storage},
+    seen::{EngineSeen, Seen, Storage},
+    text,
 };
 
 /// A child the apply step left alone because someone else owns that name.
@@ -117,10 +118,14 @@ pub fn derive(vs: &Valid<'_>, seen: &Seen, done: &Done, now: Timestamp) -> VLLMS
         .iter()
         .filter(|p| p.metadata.deletion_timestamp.is_some())
         .count();
-    let findings: Vec<Finding> = diagnose::findings(deployment, &seen.pods)
+    let findings: Vec<Finding> = diagnose::findings(deployment, &seen.pods, &seen.logs.diagnoses)
         .into_iter()
         .filter_map(|f| scheduling(f, seen.capacity.as_ref(), rollout, stopping))
         .collect();
+    // A classified vLLM failure is also why the service does not serve.
+    let engine_failure = findings
+        .iter()
+        .find(|f| enginelog::REASONS.contains(&f.reason.as_str()));
     let annotation = |key: &str| {
         deployment
             .and_then(|d| d.metadata.annotations.as_ref())
@@ -239,15 +244,33 @@ pub fn derive(vs: &Valid<'_>, seen: &Seen, done: &Done, now: Timestamp) -> VLLMS
             )
         } else {
             let needed = deployment.map_or(1, |d| min_ready(d, desired_replicas));
-            Cond::new(
-                ct::AVAILABLE,
-                Status::False,
-                "ReplicasNotReady",
-                format!(
-                    "{ready_replicas}/{desired_replicas} replicas ready; at least {needed} must be \
-                     ready to serve"
+            let counts = format!(
+                "{ready_replicas}/{desired_replicas} replicas ready; at least {needed} must be \
+                 ready to serve"
+            );
+            match engine_failure {
+                Some(f) => Cond::new(
+                    ct::AVAILABLE,
+                    Status::False,
+                    f.reason.clone(),
+                    format!("{counts}; {}", f.message),
                 ),
-            )
+                None => {
+                    // How far loads that overran their startup budget got, when their log says.
+                    let progress: Vec<String> = seen
+                        .logs
+                        .progress
+                        .iter()
+                        .map(|(pod, step)| format!("pod {pod} is still starting: {step}"))
+                        .collect();
+                    let message = if progress.is_empty() {
+                        counts
+                    } else {
+                        format!("{counts}; {}", progress.join("; "))
+                    };
+                    Cond::new(ct::AVAILABLE, Status::False, "ReplicasNotReady", message)
+                }
+            }
         }
     } else if !route_ready.is_true() {
         Cond::new(
@@ -328,6 +351,13 @@ pub fn derive(vs: &Valid<'_>, seen: &Seen, done: &Done, now: Timestamp) -> VLLMS
     } else {
         &available.message
     };
+    // Messages may quote vLLM's log, which may echo its arguments and environment.
+    let literals = secret_literals(vs);
+    let mask = |c: Cond| Cond {
+        message: text::mask_secrets(&c.message, &literals).into_owned(),
+        ..c
+    };
+    let message = text::mask_secrets(message, &literals).into_owned();
     let next = [
         available.clone(),
         progressing,
@@ -336,7 +366,8 @@ pub fn derive(vs: &Valid<'_>, seen: &Seen, done: &Done, now: Timestamp) -> VLLMS
         storage_ready,
         route_ready,
         monitoring_ready,
-    ];
+    ]
+    .map(mask);
     let previous = vs
         .status
         .as_ref()
@@ -367,7 +398,38 @@ pub fn derive(vs: &Valid<'_>, seen: &Seen, done: &Done, now: Timestamp) -> VLLMS
             .and_then(|p| p.status.as_ref())
             .and_then(|s| s.disruptions_allowed),
         rollout_strategy: annotation(STRATEGY_ANNOTATION),
-        message: Some(message.clone()),
+        message: Some(message),
+        engine: match &seen.logs.engine {
+            Some(e) => Some(engine_status(e)),
+            // Read once per revision: carry what an earlier reconcile read.
+            None => vs.status.as_ref().and_then(|s| s.engine.clone()),
+        },
+    }
+}
+
+/// The spec's literal env values, which must never appear in status or events.
+fn secret_literals<'a>(vs: &'a Valid<'_>) -> Vec<&'a str> {
+    vs.spec
+        .env
+        .iter()
+        .filter_map(|e| e.value.as_deref())
+        .filter(|v| {
+            // Short values ("1", "auto") are settings, not secrets, and would garble messages.
+            v.len() >= 8
+        })
+        .collect()
+}
+
+fn engine_status(e: &EngineSeen) -> EngineStatus {
+    let i = &e.info;
+    EngineStatus {
+        version: i.version.clone(),
+        max_model_len: i.max_model_len,
+        kv_cache_tokens: i.kv_cache_tokens,
+        max_concurrency: i.max_concurrency,
+        gpu_blocks: i.gpu_blocks,
+        tensor_parallel_size: i.tensor_parallel_size,
+        revision: Some(e.revision.clone()),
     }
 }
 

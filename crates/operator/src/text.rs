@@ -1,6 +1,85 @@
-//! Text limits of the API server, applied in one place.
+//! Text rules applied in one place: the API server's length limits, and the
+//! masking of secrets in what the operator writes (status, events).
 
 use std::borrow::Cow;
+
+/// What a masked secret is replaced with.
+pub const MASK: &str = "[masked]";
+
+/// `text` with every secret hidden: each of `literals` (the spec's literal env
+/// values) and anything that looks like a token (`hf_…`, `sk-…`, `ghp_…`, a JWT,
+/// the word after `Bearer`, long mixed-case alphanumeric runs). Logs of vLLM may
+/// echo its arguments and environment; this is what keeps them out of status
+/// and events.
+pub fn mask_secrets<'a>(text: &'a str, literals: &[&str]) -> Cow<'a, str> {
+    let mut out: Cow<'a, str> = text.into();
+    for literal in literals.iter().filter(|l| !l.is_empty()) {
+        if out.contains(literal) {
+            out = out.replace(literal, MASK).into();
+        }
+    }
+    if !out.split(|c: char| !is_token_char(c)).any(looks_like_token) && !out.contains("Bearer ") {
+        return out;
+    }
+    let mut masked = String::with_capacity(out.len());
+    let mut word = String::new();
+    let mut after_bearer = false;
+    let flush = |word: &mut String, masked: &mut String, after_bearer: &mut bool| {
+        if !word.is_empty() {
+            if looks_like_token(word) || (*after_bearer && word.len() >= 8) {
+                masked.push_str(MASK);
+            } else {
+                masked.push_str(word);
+            }
+            *after_bearer = word == "Bearer";
+            word.clear();
+        }
+    };
+    for c in out.chars() {
+        if is_token_char(c) {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut masked, &mut after_bearer);
+            if c != ' ' {
+                after_bearer = false;
+            }
+            masked.push(c);
+        }
+    }
+    flush(&mut word, &mut masked, &mut after_bearer);
+    masked.into()
+}
+
+fn is_token_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '+' | '=')
+}
+
+fn looks_like_token(word: &str) -> bool {
+    const PREFIXES: [(&str, usize); 7] = [
+        ("hf_", 10),
+        ("sk-", 20),
+        ("ghp_", 20),
+        ("gho_", 20),
+        ("github_pat_", 20),
+        ("xoxb-", 20),
+        ("glpat-", 20),
+    ];
+    if PREFIXES
+        .iter()
+        .any(|(p, min)| word.starts_with(p) && word.len() >= *min)
+    {
+        return true;
+    }
+    if word.starts_with("eyJ") && word.len() >= 30 {
+        return true;
+    }
+    // A long run mixing upper case, lower case and digits (hex digests, being
+    // lower case only, stay readable).
+    word.len() >= 32
+        && word.chars().any(|c| c.is_ascii_uppercase())
+        && word.chars().any(|c| c.is_ascii_lowercase())
+        && word.chars().any(|c| c.is_ascii_digit())
+}
 
 /// The API server refuses an event whose note is longer than this, in bytes.
 pub const MAX_EVENT_NOTE_BYTES: usize = 1024;
@@ -38,6 +117,33 @@ mod tests {
         assert!(cut.len() <= MAX_EVENT_NOTE_BYTES, "{}", cut.len());
         assert!(cut.ends_with('…'));
         assert!(long.starts_with(cut.trim_end_matches('…')));
+    }
+
+    #[test]
+    fn secrets_are_masked() {
+        let text = "error: token hf_abcdefghijklmnop and key sk-0123456789abcdefghijkl, \
+                    Authorization: Bearer abc123def456, literal s3cr3t-value, \
+                    jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abc, \
+                    blob AbCdEfGhIjKlMnOpQrStUvWxYz0123456789";
+        let masked = mask_secrets(text, &["s3cr3t-value"]);
+        for secret in [
+            "hf_abcdefghijklmnop",
+            "sk-0123456789abcdefghijkl",
+            "abc123def456",
+            "s3cr3t-value",
+            "eyJhbGciOiJIUzI1NiJ9",
+            "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+        ] {
+            assert!(!masked.contains(secret), "{secret} in {masked}");
+        }
+        assert!(
+            masked.starts_with("error: token [masked] and key [masked]"),
+            "{masked}"
+        );
+        // Ordinary diagnostics stay as they are.
+        let plain = "pod qwen-7d9f: vLLM finds no model at '/data/models/Qwen2.5-1.5B' \
+                     (image vllm/vllm-openai@sha256:0123456789abcdef0123456789abcdef0123456789abcdef)";
+        assert_eq!(mask_secrets(plain, &[]), plain);
     }
 
     proptest! {

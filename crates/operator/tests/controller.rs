@@ -527,13 +527,27 @@ async fn image_pull_and_crash_loop_failures_surface_in_status() {
         Some(message.as_str())
     );
 
+    // An OOMKilled last state is its own reason (no log needed), with the limit to raise.
     let vs = env
-        .wait_for("crash", "Degraded=True/CrashLoopBackOff", |vs| {
-            condition(vs, "Degraded").is_some_and(|c| c.1 == "CrashLoopBackOff")
+        .wait_for("crash", "Degraded=True/OOMKilled", |vs| {
+            condition(vs, "Degraded").is_some_and(|c| c.1 == "OOMKilled")
         })
         .await;
     let message = condition(&vs, "Degraded").unwrap().2;
-    assert!(message.contains("OOMKilled (exit code 137)"), "{message}");
+    assert!(
+        message.contains("resources.limits.memory 16Gi (exit code 137)"),
+        "{message}"
+    );
+    let available = condition(&vs, "Available").unwrap();
+    assert_eq!(
+        (available.0.as_str(), available.1.as_str()),
+        ("False", "OOMKilled")
+    );
+    assert_eq!(
+        env.operator.metrics.log_reads("diagnosis"),
+        0,
+        "no log read for an OOM kill"
+    );
 }
 
 #[tokio::test]

@@ -2629,9 +2629,26 @@ async fn no_secret_value_appears_in_events_or_status() {
     fx.create(crash).await;
     // And one the scheduler refuses: its message reaches status and events.
     let mut greedy = small_service("greedy", "models");
-    greedy["spec"]["env"] = env;
+    greedy["spec"]["env"] = env.clone();
     greedy["spec"]["resources"] = json!({"limits": {"nvidia.com/gpu": "99"}});
     fx.create(greedy).await;
+    // And two whose vLLM log carries each value, on the real node: the kubelet
+    // expands $(VAR) in the --model argument, the simulator quotes the path it
+    // cannot find, and the operator's ModelNotFound message quotes the log.
+    testkit::require_real_node();
+    let model_dir = testkit::repo_root()
+        .join("target/real-node-models")
+        .join(format!("{}-simmodels", fx.ns));
+    testkit::fake_model_dir(&model_dir, common::sim::MODEL);
+    common::bound_pvc(&fx.client, &fx.ns, "simmodels", model_dir.to_str().unwrap()).await;
+    for (name, var) in [
+        ("log-secret", "HUGGING_FACE_HUB_TOKEN"),
+        ("log-literal", "HF_TOKEN"),
+    ] {
+        let mut vs = common::sim::sim_service(name, "simmodels", env.clone());
+        vs["spec"]["modelPath"] = json!(format!("{}/$({var})", common::sim::MOUNT));
+        fx.create(vs).await;
+    }
     let started = Instant::now();
     fx.wait_for("ok", "Available", is_available).await;
     fx.wait_for("crash", "Degraded=True/CrashLoopBackOff", |vs| {
@@ -2642,10 +2659,29 @@ async fn no_secret_value_appears_in_events_or_status() {
         condition(vs, "Degraded").is_some_and(|c| c.1 == "Unschedulable")
     })
     .await;
+    for name in ["log-secret", "log-literal"] {
+        let vs = wait_until(
+            common::sim::START,
+            "Degraded=True/ModelNotFound from the log",
+            || async {
+                let vs = fx.api::<VLLMService>().get(name).await.ok()?;
+                condition(&vs, "Degraded")
+                    .is_some_and(|c| c.1 == "ModelNotFound")
+                    .then_some(vs)
+            },
+        )
+        .await;
+        // The message did quote the log's path, masked.
+        let message = condition(&vs, "Degraded").unwrap().2;
+        assert!(
+            message.contains("no model at '/data/models/[masked]'"),
+            "{message}"
+        );
+    }
     let took = started.elapsed();
     operator.metrics.quiet_counts().await;
 
-    let mut report = Report::new("7b. secrets in events/status", 3);
+    let mut report = Report::new("7b. secrets in events/status", 5);
     let events = fx
         .api::<Event>()
         .list(&ListParams::default())
@@ -2694,12 +2730,19 @@ async fn no_secret_value_appears_in_events_or_status() {
         }
     }
     report.injected = format!(
-        "env with a secretKeyRef and a literal HF_TOKEN, one crash-looping, one unschedulable; {} events and 3 statuses searched",
+        "env with a secretKeyRef and a literal HF_TOKEN, one crash-looping, one unschedulable, two whose vLLM log quotes each value (real node); {} events and 5 statuses searched",
         events.items.len()
     );
     report.converged = true;
     report.time = Some(took);
     report.add_audit(&audit(&fx.client, &fx.ns, &[]).await);
     operator.stop().await;
+    let _ = testkit::kubectl(&[
+        "delete",
+        "pv",
+        &format!("{}-simmodels", fx.ns),
+        "--wait=false",
+    ]);
+    let _ = std::fs::remove_dir_all(&model_dir);
     report.finish();
 }

@@ -568,6 +568,9 @@ enum Scenario {
     Unreadable,
     /// replicas 2 (PodDisruptionBudget created), a label added (patched), replicas 1 (deleted).
     Budget,
+    /// A crash-looping pod (played by kwok): the operator reads its vLLM container's
+    /// previous log to say why.
+    CrashLoop,
 }
 
 /// The scenario that needs `verb` on `group`/`resource`; None: no scenario
@@ -605,6 +608,7 @@ fn scenario_for(group: &str, resource: &str, verb: &str) -> Option<Scenario> {
             "get" => ForeignOptional,
             _ => return None,
         },
+        ("", "pods/log", "get") => CrashLoop,
         ("gateway.networking.k8s.io", "gateways", "list" | "watch") => Plain,
         ("apiextensions.k8s.io", "customresourcedefinitions", "list" | "watch") => Plain,
         ("events.k8s.io", "events", "create") => Plain,
@@ -989,6 +993,27 @@ spec: {maxUnavailable: 1, selector: {matchLabels: {app: foreign}}}
                 "the PrometheusRule deleted",
                 |m| m.is_none(),
             )
+            .await;
+        }
+        Scenario::CrashLoop => {
+            let mut vs = small_service("qwen");
+            vs["spec"]["podAnnotations"] = json!({
+                "sim.vllm.example.com/waiting-reason": "CrashLoopBackOff",
+                "sim.vllm.example.com/last-terminated-reason": "Error",
+                "sim.vllm.example.com/last-terminated-exit-code": "1"});
+            env.create(vs).await;
+            // Whether or not the fake node can serve the log, Degraded says the pod fails.
+            env.wait_for("qwen", "Degraded=True", |vs| {
+                common::condition(vs, "Degraded").is_some_and(|c| c.0 == "True")
+            })
+            .await;
+            testkit::wait_until(common::WAIT, "a pods/log request", || async {
+                t.forbidden
+                    .sent()
+                    .iter()
+                    .any(|r| r.contains("/log?") || r.ends_with("/log"))
+                    .then_some(())
+            })
             .await;
         }
         Scenario::Unreadable => {

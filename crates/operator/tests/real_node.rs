@@ -6,7 +6,8 @@
 //! load, a chat completion is answered through the Service, `/dev/shm` is a
 //! memory-backed tmpfs of `shmSize`, the model mount is read-only, no service
 //! link variable collides with vLLM's `VLLM_*` settings, and a crashing server
-//! gives the kubelet's CrashLoopBackOff and its exit code in `Degraded`.
+//! gives the reason read from its log in `Degraded` (tests/diagnosis.rs has
+//! every failure mode).
 //!
 //! The operator runs in-process (tests/common), watching the test's namespace.
 //! Each test makes its own hostPath PersistentVolume holding a copy of the fake
@@ -18,7 +19,7 @@ mod common;
 use common::{
     Env, WAIT, condition, is_available,
     sim::{
-        LOAD_SECONDS, MODEL, MOUNT, START, cluster_ip, describe_pod, model_pvc, selector,
+        LOAD_SECONDS, MODEL, MOUNT, START, cluster_ip, describe_pod, model_pvc, pods_of, selector,
         sim_service,
     },
 };
@@ -44,6 +45,16 @@ async fn the_pod(env: &Env, name: &str) -> Pod {
         pods.list(&lp).await.ok()?.items.into_iter().next()
     })
     .await
+}
+
+/// True once the VLLMService's pod has restarted its vllm container.
+async fn pods_restarted(env: &Env) -> bool {
+    pods_of(env, "qwen").await.iter().any(|p| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.restart_count >= 1))
+    })
 }
 
 fn pod_condition_time(pod: &Pod, type_: &str) -> Option<Timestamp> {
@@ -356,9 +367,10 @@ async fn container_has_memory_shm_read_only_model_and_no_service_links() {
 
 /// A server that exits at start-up (VLLM_SIM_FAIL=KVCacheTooSmall, exit code
 /// 1): the kubelet restarts it with back-off, and the VLLMService's `Degraded`
-/// condition says CrashLoopBackOff with the exit code; `Available` is False.
+/// condition says why, from the log (KVCacheTooSmall, not the generic
+/// CrashLoopBackOff); `Available` is False.
 #[tokio::test]
-async fn crashing_server_shows_crash_loop_back_off_and_exit_code_in_degraded() {
+async fn crashing_server_shows_the_logged_reason_in_degraded() {
     let env = Env::new("real-crash").await;
     let _model = model_pvc(&env, "models").await;
     let mut body = sim_service(
@@ -380,7 +392,7 @@ async fn crashing_server_shows_crash_loop_back_off_and_exit_code_in_degraded() {
         while let Some(vs) = stream.next().await {
             let Ok(vs) = vs else { continue };
             if condition(&vs, "Degraded")
-                .is_some_and(|(s, _, m)| s == "True" && m.contains("CrashLoopBackOff"))
+                .is_some_and(|(s, r, _)| s == "True" && r == "KVCacheTooSmall")
             {
                 return vs;
             }
@@ -390,21 +402,24 @@ async fn crashing_server_shows_crash_loop_back_off_and_exit_code_in_degraded() {
     .await
     .unwrap_or_else(|_| {
         panic!(
-            "no CrashLoopBackOff in Degraded:\n{}",
+            "no KVCacheTooSmall in Degraded:\n{}",
             describe_pod(&env, "qwen")
         )
     });
     let (_, reason, message) = condition(&vs, "Degraded").unwrap();
-    assert_eq!(reason, "CrashLoopBackOff", "{message}");
+    assert_eq!(reason, "KVCacheTooSmall", "{message}");
     assert!(
-        message.contains("container vllm is in CrashLoopBackOff")
-            && message.contains("(exit code 1)"),
+        message.contains("set engineArgs.maxModelLen ≤"),
         "{message}"
     );
     let (available, _, _) = condition(&vs, "Available").unwrap();
     assert_eq!(available, "False");
 
     // What the kubelet reported, and what the simulator printed before exiting.
+    wait_until(START, "the vllm container restarted", || async {
+        pods_restarted(&env).await.then_some(())
+    })
+    .await;
     let pod = the_pod(&env, "qwen").await;
     let cs = &pod.status.unwrap().container_statuses.unwrap()[0];
     assert!(cs.restart_count >= 1, "{cs:?}");

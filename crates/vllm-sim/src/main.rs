@@ -37,6 +37,7 @@ pub enum Fail {
     UnrecognizedArguments,
     GatedRepo,
     EngineDeadAfterStart,
+    SharedMemoryTooSmall,
 }
 
 impl Fail {
@@ -49,6 +50,7 @@ impl Fail {
         ("UnrecognizedArguments", Fail::UnrecognizedArguments),
         ("GatedRepo", Fail::GatedRepo),
         ("EngineDeadAfterStart", Fail::EngineDeadAfterStart),
+        ("SharedMemoryTooSmall", Fail::SharedMemoryTooSmall),
     ];
 }
 
@@ -195,9 +197,36 @@ async fn work(seconds: f64, signals: &mut Signals) -> Result<(), u8> {
         _ = tokio::time::sleep(Duration::from_secs_f64(seconds)) => Ok(()),
         sig = signals.recv() => {
             log::info(Proc::Api, "launcher.py:100", &format!("[shutdown] API server: shutdown triggered signal={sig}"));
+            // vLLM's signal handler raises KeyboardInterrupt("terminated") in the API server.
+            log::stderr(
+                "Traceback (most recent call last):\n  File \"/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/openai/api_server.py\", \
+                 line 564, in signal_handler\n    raise KeyboardInterrupt(\"terminated\")\nKeyboardInterrupt: terminated\n",
+            );
             Err(0)
         }
     }
+}
+
+/// The weight load, in vLLM's progress lines (`Loading safetensors checkpoint shards: ...`,
+/// written by tqdm to stderr), one per shard.
+async fn load_shards(seconds: f64, signals: &mut Signals) -> Result<(), u8> {
+    const SHARDS: u32 = 4;
+    let started = Instant::now();
+    let bar = |done: u32| {
+        let elapsed = started.elapsed().as_secs();
+        log::stderr(&format!(
+            "Loading safetensors checkpoint shards: {:3}% Completed | {done}/{SHARDS} [{:02}:{:02}<?, ?it/s]\n",
+            done * 100 / SHARDS,
+            elapsed / 60,
+            elapsed % 60
+        ));
+    };
+    bar(0);
+    for done in 1..=SHARDS {
+        work(seconds / f64::from(SHARDS), signals).await?;
+        bar(done);
+    }
+    Ok(())
 }
 
 /// Prints a start-up failure as vLLM does: the engine core logs its traceback, the API server's
@@ -227,6 +256,31 @@ fn fail(e: &SimError) -> u8 {
     } else {
         log::stderr(&exception(e));
     }
+    1
+}
+
+/// NCCL's failure to create its shared-memory segment in a too small /dev/shm, as the
+/// workers of a tensor-parallel vLLM report it. Returns the exit code (1).
+fn shared_memory_error(tp: u32) -> u8 {
+    let pid = std::process::id();
+    log::info(Proc::Engine, "pynccl.py:69", "vLLM is using nccl==2.21.5");
+    log::stderr(&format!(
+        "vllm-sim:{pid}:{pid} [1] include/alloc.h:194 NCCL WARN Error while creating shared memory segment \
+         /dev/shm/nccl-v5MYcN (size 7340384)\nvllm-sim:{pid}:{pid} [1] NCCL INFO transport/shm.cc:114 -> 2\n"
+    ));
+    log::error(
+        Proc::Engine,
+        "multiproc_executor.py:597",
+        &format!(
+            "WorkerProc failed to start (tensor_parallel_size={tp}).\ntorch.distributed.DistBackendError: NCCL error \
+             in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.hpp:268, unhandled system error (run with \
+             NCCL_DEBUG=INFO for details), NCCL version 2.21.5\nncclSystemError: System call (e.g. socket, malloc) \
+             or external library call failed or device error."
+        ),
+    );
+    log::stderr(
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n",
+    );
     1
 }
 
@@ -383,7 +437,10 @@ async fn run(a: args::Args, env: Env) -> u8 {
         &format!("Starting to load model {}...", a.model),
     );
     let load_started = Instant::now();
-    if let Err(code) = work(env.load_seconds * 0.7, &mut signals).await {
+    if env.fail == Some(Fail::SharedMemoryTooSmall) {
+        return shared_memory_error(a.tensor_parallel_size.max(2));
+    }
+    if let Err(code) = load_shards(env.load_seconds * 0.7, &mut signals).await {
         return code;
     }
     let weights = model::weights_bytes(&cfg, &a.dtype, a.tensor_parallel_size);

@@ -488,6 +488,12 @@ fn start_up_failures_exit_with_vllm_messages() {
         ),
         (
             vec![],
+            vec![("VLLM_SIM_FAIL", "SharedMemoryTooSmall")],
+            1,
+            "NCCL WARN Error while creating shared memory segment /dev/shm/nccl-v5MYcN (size 7340384)",
+        ),
+        (
+            vec![],
             vec![("VLLM_SIM_FAIL", "GatedRepo")],
             1,
             "huggingface_hub.errors.GatedRepoError: 401 Client Error.",
@@ -610,6 +616,20 @@ fn engine_dead_after_start_fails_health() {
         http(sim.port, "POST", "/v1/completions", r#"{"prompt":"x"}"#).0,
         500
     );
+}
+
+/// A signal while the model loads (a startup probe giving up): vLLM's signal
+/// handler's KeyboardInterrupt, after the weight-loading progress so far.
+#[test]
+fn sigterm_while_loading_leaves_keyboard_interrupt_and_the_progress() {
+    let dir = ModelDir::new("load-term");
+    let mut sim = Sim::start(&dir.path(), &[], &[("VLLM_SIM_LOAD_SECONDS", "30")]);
+    sim.wait_log("Loading safetensors checkpoint shards:   0% Completed | 0/4");
+    sim.signal(libc::SIGTERM);
+    let (code, out) = sim.finish();
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("KeyboardInterrupt: terminated"), "{out}");
+    assert!(!out.contains("Loading weights took"), "{out}");
 }
 
 fn sigterm_with_stream(extra: &[&str]) -> (bool, String, i32, String, Duration) {

@@ -16,7 +16,7 @@ use k8s_openapi::api::{apps::v1::Deployment, core::v1::Service, policy::v1::PodD
 use sha2::{Digest, Sha256};
 use vllmservice_api::Valid;
 
-pub use deployment::{SHM_DEFAULT_SIZE, deployment, vllm_args};
+pub use deployment::{CONTAINER_NAME, SHM_DEFAULT_SIZE, deployment, vllm_args};
 pub use httproute::httproute;
 pub use pdb::disruption_budget;
 pub use prometheusrule::prometheusrule;

@@ -5,7 +5,7 @@
 use std::{path::PathBuf, time::Duration};
 
 use k8s_openapi::api::core::v1::{Pod, Service};
-use kube::api::ListParams;
+use kube::api::{ListParams, LogParams};
 use serde_json::{Value, json};
 
 use super::Env;
@@ -50,11 +50,17 @@ pub async fn model_pvc(env: &Env, name: &str) -> ModelVolume {
     volume
 }
 
-/// A VLLMService running the simulator on the real node, with one GPU, short
-/// probe timings, and `extra_env` beside the loading time.
+/// A VLLMService running the simulator on the real node, small and without a
+/// GPU (the node's GPUs are shared with other tests), with short probe
+/// timings, and `extra_env` (a JSON array) beside the loading time
+/// (LOAD_SECONDS unless `extra_env` sets VLLM_SIM_LOAD_SECONDS).
 pub fn sim_service(name: &str, pvc: &str, extra_env: Value) -> Value {
-    let mut env = vec![json!({"name": "VLLM_SIM_LOAD_SECONDS", "value": LOAD_SECONDS.to_string()})];
-    env.extend(extra_env.as_array().cloned().unwrap_or_default());
+    let extra = extra_env.as_array().cloned().unwrap_or_default();
+    let mut env = Vec::new();
+    if !extra.iter().any(|e| e["name"] == "VLLM_SIM_LOAD_SECONDS") {
+        env.push(json!({"name": "VLLM_SIM_LOAD_SECONDS", "value": LOAD_SECONDS.to_string()}));
+    }
+    env.extend(extra);
     json!({
         "apiVersion": "aiinfra.example.com/v1alpha1",
         "kind": "VLLMService",
@@ -66,8 +72,8 @@ pub fn sim_service(name: &str, pvc: &str, extra_env: Value) -> Value {
             "nodeSelector": {"vllm.example.com/node": "real"},
             "tolerations": [{"key": "vllm.example.com/node", "operator": "Equal", "value": "real",
                              "effect": "NoSchedule"}],
-            "resources": {"requests": {"cpu": "50m", "memory": "64Mi"},
-                          "limits": {"memory": "512Mi", "nvidia.com/gpu": "1"}},
+            "resources": {"requests": {"cpu": "20m", "memory": "32Mi"},
+                          "limits": {"memory": "256Mi"}},
             "storage": {"pvcName": pvc, "mountPath": MOUNT},
             "shmSize": "64Mi",
             "env": env,
@@ -82,13 +88,20 @@ pub fn selector(name: &str) -> String {
     format!("app.kubernetes.io/name=vllmservice,app.kubernetes.io/instance={name}")
 }
 
-/// The pods of VLLMService `name` (terminating ones included).
+/// The pods of VLLMService `name` (terminating ones included), newest first.
 pub async fn pods_of(env: &Env, name: &str) -> Vec<Pod> {
-    env.api::<Pod>()
+    let mut pods = env
+        .api::<Pod>()
         .list(&ListParams::default().labels(&selector(name)))
         .await
         .expect("list pods")
-        .items
+        .items;
+    pods.sort_by(|a, b| {
+        b.metadata
+            .creation_timestamp
+            .cmp(&a.metadata.creation_timestamp)
+    });
+    pods
 }
 
 /// A diagnosis for a pod that did not get where a test waited for it to.
@@ -110,4 +123,22 @@ pub async fn cluster_ip(env: &Env, service: &str) -> String {
     let spec = svc.spec.unwrap();
     let ip = spec.cluster_ip.expect("a ClusterIP");
     format!("{ip}:{}", spec.ports.unwrap()[0].port)
+}
+
+/// The log of the vllm container of `pod` (its previous instance if `previous`).
+pub async fn log_of(env: &Env, pod: &str, previous: bool) -> String {
+    try_log_of(env, pod, previous)
+        .await
+        .unwrap_or_else(|| panic!("no log of {pod} (previous: {previous})"))
+}
+
+/// The log of the vllm container of `pod`, if there is one (a previous instance
+/// exists only after a restart).
+pub async fn try_log_of(env: &Env, pod: &str, previous: bool) -> Option<String> {
+    let params = LogParams {
+        container: Some("vllm".into()),
+        previous,
+        ..LogParams::default()
+    };
+    env.api::<Pod>().logs(pod, &params).await.ok()
 }
