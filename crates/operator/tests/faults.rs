@@ -2651,8 +2651,10 @@ async fn no_secret_value_appears_in_events_or_status() {
     }
     let started = Instant::now();
     fx.wait_for("ok", "Available", is_available).await;
-    fx.wait_for("crash", "Degraded=True/CrashLoopBackOff", |vs| {
-        condition(vs, "Degraded").is_some_and(|c| c.1 == "CrashLoopBackOff")
+    // kwok serves hack/cluster/kwok-logs as every fake pod's log: the crash is
+    // diagnosed from it (vLLM's KV-cache error).
+    fx.wait_for("crash", "Degraded=True/KVCacheTooSmall", |vs| {
+        condition(vs, "Degraded").is_some_and(|c| c.1 == "KVCacheTooSmall")
     })
     .await;
     fx.wait_for("greedy", "Degraded=True/Unschedulable", |vs| {

@@ -1018,6 +1018,10 @@ spec: {maxUnavailable: 1, selector: {matchLabels: {app: foreign}}}
         }
         Scenario::Unreadable => {
             env.create(small_service("qwen")).await;
+            // Settled first: a reconcile still busy with the new pods could apply
+            // its status over the edit below before the cache sees the edit.
+            env.wait_for("qwen", "Available", common::is_available)
+                .await;
             // A timestamp the API server's date-time format accepts and the typed
             // client refuses (more than nanosecond precision).
             const BAD: &str = "2024-01-01T00:00:00.1234567891Z";
