@@ -13,6 +13,7 @@
 
 use std::fmt::Debug;
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::{
     Api, Resource, ResourceExt,
     api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions},
@@ -55,23 +56,40 @@ pub enum Deleted {
 }
 
 /// Writes every child of `vs` that differs from `want`, deletes the optional
-/// children no longer wanted, and announces each write as an event.
+/// children no longer wanted, and announces the writes as events: one for all
+/// the children this reconcile created (even when a later child failed), one
+/// per update or deletion.
 pub async fn converge(ctx: &Context, vs: &VLLMService, want: Desired, seen: &Seen) -> Result<Done> {
-    Ok(Done {
-        resolution: want.resolution,
-        deployment: child(
-            ctx,
-            vs,
-            Want::Present(want.deployment),
-            seen.deployment.clone(),
-        )
-        .await?,
-        service: child(ctx, vs, Want::Present(want.service), seen.service.clone()).await?,
-        route: child(ctx, vs, want.route, seen.route.clone()).await?,
-        monitor: child(ctx, vs, want.monitor, seen.monitor.clone()).await?,
-        rule: child(ctx, vs, want.rule, seen.rule.clone()).await?,
-        pdb: child(ctx, vs, want.pdb, seen.pdb.clone()).await?,
-    })
+    let mut created = Vec::new();
+    let done = async {
+        let c = &mut created;
+        Ok(Done {
+            resolution: want.resolution,
+            deployment: child(
+                ctx,
+                vs,
+                Want::Present(want.deployment),
+                seen.deployment.clone(),
+                c,
+            )
+            .await?,
+            service: child(
+                ctx,
+                vs,
+                Want::Present(want.service),
+                seen.service.clone(),
+                c,
+            )
+            .await?,
+            route: child(ctx, vs, want.route, seen.route.clone(), c).await?,
+            monitor: child(ctx, vs, want.monitor, seen.monitor.clone(), c).await?,
+            rule: child(ctx, vs, want.rule, seen.rule.clone(), c).await?,
+            pdb: child(ctx, vs, want.pdb, seen.pdb.clone(), c).await?,
+        })
+    }
+    .await;
+    events::children_created(ctx, vs, &created).await;
+    done
 }
 
 /// Brings one child to `want`, starting from the cached copy `seen`.
@@ -80,6 +98,7 @@ async fn child<K>(
     vs: &VLLMService,
     want: Want<K>,
     seen: Option<K>,
+    created: &mut Vec<ObjectReference>,
 ) -> Result<Outcome<K>>
 where
     K: Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
@@ -98,9 +117,7 @@ where
             let name = desired.name_any();
             let (applied, live) = apply_owned(&api, seen, &desired, &uid).await?;
             match applied {
-                Applied::Created => {
-                    events::child_written::<K>(ctx, vs, &name, "Created", "created").await
-                }
+                Applied::Created => created.push(events::child_ref::<K>(vs, &name)),
                 Applied::Updated => {
                     events::child_written::<K>(ctx, vs, &name, "Updated", "updated").await
                 }

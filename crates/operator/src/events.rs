@@ -1,5 +1,6 @@
-//! Kubernetes Events about a VLLMService: one per child written or deleted,
-//! one when it turns Degraded or Available, one when it starts failing.
+//! Kubernetes Events about a VLLMService: one naming the children a reconcile
+//! created, one per child updated or deleted, one when it turns Degraded or
+//! Available, one when it starts failing.
 //! Best effort: a failure to publish is logged, not retried.
 
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -66,6 +67,36 @@ pub async fn child_written<K: Resource>(
     let note = format!("{kind} {name} {verb}");
     let child = Some(child_ref::<K>(vs, name));
     publish(ctx, vs, EventType::Normal, reason, &note, child).await;
+}
+
+/// One Normal event naming every child a reconcile created, e.g. "created
+/// Deployment qwen, Service qwen" (nothing when it created none), about the
+/// first of them.
+pub async fn children_created(ctx: &Context, vs: &VLLMService, children: &[ObjectReference]) {
+    let Some(first) = children.first() else {
+        return;
+    };
+    let names: Vec<String> = children
+        .iter()
+        .map(|c| {
+            format!(
+                "{} {}",
+                c.kind.as_deref().unwrap_or_default(),
+                c.name.as_deref().unwrap_or_default()
+            )
+        })
+        .collect();
+    let note = format!("created {}", names.join(", "));
+    tracing::info!(children = %names.join(", "), "created");
+    publish(
+        ctx,
+        vs,
+        EventType::Normal,
+        "Created",
+        &note,
+        Some(first.clone()),
+    )
+    .await;
 }
 
 /// Announces transitions between two statuses: a Warning when Degraded turns

@@ -204,6 +204,27 @@ async fn spec_example_builds_the_deployment_and_service_of_the_spec() {
     );
     assert_eq!(condition(&vs, "StorageReady").unwrap().1, "PVCBound");
     assert_ne!(condition(&vs, "Available").unwrap().0, "True");
+
+    // One event names every child the reconcile created (not one per child).
+    let created = wait_until(WAIT, "the Created event", || async {
+        let evs = env.api::<Event>().list(&ListParams::default()).await.ok()?;
+        let created: Vec<Event> = evs
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("Created"))
+            .collect();
+        (!created.is_empty()).then_some(created)
+    })
+    .await;
+    assert_eq!(created.len(), 1, "{created:#?}");
+    assert_eq!(
+        created[0].note.as_deref(),
+        Some("created Deployment qwen-demo, Service qwen-demo")
+    );
+    assert_eq!(
+        created[0].related.as_ref().and_then(|r| r.kind.as_deref()),
+        Some("Deployment")
+    );
 }
 
 #[tokio::test]
