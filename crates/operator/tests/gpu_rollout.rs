@@ -113,16 +113,23 @@ fn rollout_done(image: &str) -> impl Fn(&VLLMService) -> bool + '_ {
     }
 }
 
-#[tokio::test]
-async fn auto_replaces_in_place_when_every_gpu_is_taken() {
-    let env = Env::new("gpu-auto").await;
-    let _node = PoolNode::add(&env, "a", 2).await;
+/// A service of 2 one-GPU pods, Available on its own node of 2 GPUs (so every
+/// GPU it may use is taken), with rollout `strategy`.
+async fn full_node_service(prefix: &str, strategy: &str) -> (Env, PoolNode) {
+    let env = Env::new(prefix).await;
+    let node = PoolNode::add(&env, "a", 2).await;
     env.bound_pvc("models").await;
-    env.create(pool_service(&env, "qwen", 2, "Auto")).await;
+    env.create(pool_service(&env, "qwen", 2, strategy)).await;
     env.wait_for("qwen", "Available 2/2 on the full node", |vs| {
         is_available(vs) && vs.status.as_ref().and_then(|s| s.ready.as_deref()) == Some("2/2")
     })
     .await;
+    (env, node)
+}
+
+#[tokio::test]
+async fn auto_replaces_in_place_when_every_gpu_is_taken() {
+    let (env, _node) = full_node_service("gpu-auto", "Auto").await;
 
     let image = "vllm/vllm-openai:v0.11.1";
     env.patch_spec("qwen", json!({"image": image})).await;
@@ -167,14 +174,7 @@ async fn auto_replaces_in_place_when_every_gpu_is_taken() {
 
 #[tokio::test]
 async fn surge_is_blocked_with_the_numbers_until_a_node_is_added() {
-    let env = Env::new("gpu-surge").await;
-    let _node = PoolNode::add(&env, "a", 2).await;
-    env.bound_pvc("models").await;
-    env.create(pool_service(&env, "qwen", 2, "Surge")).await;
-    env.wait_for("qwen", "Available 2/2 on the full node", |vs| {
-        is_available(vs) && vs.status.as_ref().and_then(|s| s.ready.as_deref()) == Some("2/2")
-    })
-    .await;
+    let (env, _node) = full_node_service("gpu-surge", "Surge").await;
 
     let image = "vllm/vllm-openai:v0.11.1";
     env.patch_spec("qwen", json!({"image": image})).await;
