@@ -34,6 +34,12 @@ pub mod limits {
     pub const RESOURCES: usize = 16;
     /// Length of one quantity in `resources` (`99999999999999999999Ti` is 22).
     pub const QUANTITY: usize = 64;
+    /// Entries in `loraAdapters`.
+    pub const LORA_ADAPTERS: usize = 64;
+    /// Hugging Face repository ids (`org/name`, each part at most 96 characters).
+    pub const HF_REPO: usize = 200;
+    /// Hugging Face revisions.
+    pub const HF_REVISION: usize = 255;
     /// Entries in `env`.
     pub const ENV: usize = 128;
     /// Length of an `env[].name`.
@@ -413,7 +419,182 @@ pub fn grace_period_covers_shutdown(grace: Option<i64>, pre_stop: i32, drain: i3
     grace.is_none_or(|g| g >= i64::from(pre_stop) + i64::from(drain) + 10)
 }
 
+/// Hugging Face repository ids: `name` or `org/name`, alphanumerics, `-`, `_` and `.`.
+pub const HF_REPO_RE: &str = "^[A-Za-z0-9][-A-Za-z0-9_.]*(/[A-Za-z0-9][-A-Za-z0-9_.]*)?$";
+/// A Hugging Face revision: a branch, tag or commit id (branches may contain `/`).
+pub const HF_REVISION_RE: &str = "^[A-Za-z0-9][-A-Za-z0-9_./]*$";
+/// A LoRA adapter's name: what clients send as `model`, and a directory name under
+/// `<mountPath>/loras/` when the operator downloads it.
+pub const LORA_NAME_RE: &str = "^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$";
+/// The ranks vLLM accepts for `--max-lora-rank` (`MaxLoRARanks` in vLLM's LoRA config).
+pub const LORA_RANKS: &[i32] = &[1, 8, 16, 32, 64, 128, 256, 320, 512];
+
+/// The flags the operator sets when the spec has LoRA adapters: `extraArgs` must not repeat
+/// them then (without adapters they are the user's).
+pub const LORA_FLAGS: &[ReservedFlag] = &[
+    ReservedFlag {
+        flag: "--enable-lora",
+        aliases: &["--enable_lora"],
+        instead: "the operator enables LoRA for spec.loraAdapters",
+    },
+    ReservedFlag {
+        flag: "--no-enable-lora",
+        aliases: &["--no_enable_lora"],
+        instead: "remove spec.loraAdapters to serve without LoRA",
+    },
+    ReservedFlag {
+        flag: "--max-loras",
+        aliases: &["--max_loras"],
+        instead: "use spec.engineArgs.maxLoras",
+    },
+    ReservedFlag {
+        flag: "--max-lora-rank",
+        aliases: &["--max_lora_rank"],
+        instead: "use spec.engineArgs.maxLoraRank",
+    },
+    ReservedFlag {
+        flag: "--lora-modules",
+        aliases: &["--lora_modules"],
+        instead: "use spec.loraAdapters",
+    },
+];
+
+impl ReservedFlag {
+    /// The CEL rule on the spec that rejects this LoRA flag in `extraArgs` when
+    /// `loraAdapters` is not empty.
+    pub fn lora_cel(&self) -> String {
+        let tests: Vec<String> = self
+            .spellings()
+            .map(|s| format!("a == '{s}' || a.startsWith('{s}=')"))
+            .collect();
+        format!(
+            "!has(self.loraAdapters) || size(self.loraAdapters) == 0 || !has(self.engineArgs) || \
+             !has(self.engineArgs.extraArgs) || !self.engineArgs.extraArgs.exists(a, {})",
+            tests.join(" || ")
+        )
+    }
+
+    /// The error message for a LoRA flag in `extraArgs` next to `loraAdapters`.
+    pub fn lora_message(&self) -> String {
+        format!(
+            "engineArgs.extraArgs must not set {} when loraAdapters is set: the operator sets \
+             it; {}",
+            self.flag, self.instead
+        )
+    }
+}
+
+/// The spec: the model comes from exactly one of a PVC and an OCI image.
+pub const ONE_MODEL_VOLUME_CEL: &str = "has(self.storage.pvcName) != \
+     (has(self.modelSource) && has(self.modelSource.image))";
+
+/// Rust twin of [`ONE_MODEL_VOLUME_CEL`].
+pub fn one_model_volume(has_pvc: bool, has_image: bool) -> bool {
+    has_pvc != has_image
+}
+
+/// `modelSource`: exactly one source.
+pub const ONE_MODEL_SOURCE_CEL: &str = "has(self.huggingFace) != has(self.image)";
+
+/// `loraAdapters[]`: exactly one of a path and a Hugging Face repository.
+pub const ONE_LORA_SOURCE_CEL: &str = "has(self.path) != has(self.huggingFace)";
+
+/// The spec: a model downloaded from Hugging Face goes to `modelPath`, which must be on the
+/// volume (at or below `storage.mountPath`).
+pub const DOWNLOAD_PATH_CEL: &str = "!has(self.modelSource) || !has(self.modelSource.huggingFace) \
+     || self.modelPath == self.storage.mountPath || self.modelPath.startsWith(\
+     self.storage.mountPath.endsWith('/') ? self.storage.mountPath : self.storage.mountPath + '/')";
+
+/// Rust twin of [`DOWNLOAD_PATH_CEL`] (for a spec with a Hugging Face model).
+pub fn is_on_volume(model_path: &str, mount_path: &str) -> bool {
+    let dir = if mount_path.ends_with('/') {
+        mount_path.to_string()
+    } else {
+        format!("{mount_path}/")
+    };
+    model_path == mount_path || model_path.starts_with(&dir)
+}
+
+/// The spec: adapters from Hugging Face are downloaded onto the PVC, so they need one.
+pub const LORA_DOWNLOAD_NEEDS_PVC_CEL: &str = "!has(self.loraAdapters) || \
+     !self.loraAdapters.exists(a, has(a.huggingFace)) || has(self.storage.pvcName)";
+
+/// The spec: an adapter's name is not the base model's.
+pub const LORA_NAME_NOT_MODEL_CEL: &str =
+    "!has(self.loraAdapters) || !self.loraAdapters.exists(a, a.name == self.modelName)";
+
+/// `engineArgs.maxLoraRank`.
+pub fn lora_rank_cel() -> String {
+    let ranks: Vec<String> = LORA_RANKS.iter().map(i32::to_string).collect();
+    format!("self in [{}]", ranks.join(", "))
+}
+
+/// Rust twin of [`HF_REPO_RE`].
+pub fn is_hf_repo(s: &str) -> bool {
+    let part = |p: &str| {
+        p.chars().next().is_some_and(is_alnum)
+            && p.chars()
+                .all(|c| is_alnum(c) || matches!(c, '-' | '_' | '.'))
+    };
+    match s.split_once('/') {
+        Some((org, name)) => part(org) && part(name),
+        None => part(s),
+    }
+}
+
+/// Rust twin of [`HF_REVISION_RE`].
+pub fn is_hf_revision(s: &str) -> bool {
+    s.chars().next().is_some_and(is_alnum)
+        && s.chars()
+            .all(|c| is_alnum(c) || matches!(c, '-' | '_' | '.' | '/'))
+}
+
+/// Rust twin of [`LORA_NAME_RE`].
+pub fn is_lora_name(s: &str) -> bool {
+    is_delimited(s, is_alnum, |c| is_alnum(c) || matches!(c, '-' | '_' | '.'))
+}
+
 pub mod messages {
+    /// `storage.pvcName` and `modelSource.image` both set or both unset.
+    pub const ONE_MODEL_VOLUME: &str = "exactly one of storage.pvcName and modelSource.image \
+                                        must be set: the model comes from a \
+                                        PersistentVolumeClaim or from an OCI image";
+    /// `modelSource` without exactly one source.
+    pub const ONE_MODEL_SOURCE: &str = "modelSource must set exactly one of huggingFace and image";
+    /// `loraAdapters[]` without exactly one source.
+    pub const ONE_LORA_SOURCE: &str = "loraAdapters[] must set exactly one of path and huggingFace";
+    /// `modelPath` outside the volume a Hugging Face model is downloaded to.
+    pub const DOWNLOAD_PATH: &str = "modelPath must be storage.mountPath or a path below it: \
+                                     the model is downloaded there, onto the \
+                                     PersistentVolumeClaim";
+    /// A Hugging Face adapter without a PVC.
+    pub const LORA_DOWNLOAD_NEEDS_PVC: &str = "loraAdapters[].huggingFace needs \
+                                               storage.pvcName: adapters are downloaded onto \
+                                               the PersistentVolumeClaim (an image volume is \
+                                               read-only)";
+    /// An adapter named like the model.
+    pub const LORA_NAME_NOT_MODEL: &str =
+        "loraAdapters[].name must differ from modelName: both are names clients request";
+    /// `loraAdapters[].name`.
+    pub const LORA_NAME: &str = "loraAdapters[].name must be alphanumerics, '-', '_' or '.', \
+                                 starting and ending with an alphanumeric";
+    /// `loraAdapters[].path`.
+    pub const LORA_PATH: &str = "loraAdapters[].path must be an absolute path (start with '/')";
+    /// A Hugging Face repository id.
+    pub const HF_REPO: &str = "huggingFace.repo must be a Hugging Face repository id such as \
+                               Qwen/Qwen2.5-1.5B-Instruct";
+    /// A Hugging Face revision.
+    pub const HF_REVISION: &str = "huggingFace.revision must be a branch, tag or commit id \
+                                   such as main (alphanumerics, '-', '_', '.' and '/')";
+    /// `engineArgs.maxLoraRank`.
+    pub const LORA_RANK: &str = "engineArgs.maxLoraRank must be one of vLLM's ranks: 1, 8, 16, \
+                                 32, 64, 128, 256, 320 or 512";
+    /// A Secret name in `tokenSecretRef`.
+    pub const TOKEN_SECRET_NAME: &str =
+        "tokenSecretRef.name must be a Secret name: a lowercase DNS subdomain such as hf-token";
+    /// A Secret key in `tokenSecretRef`.
+    pub const TOKEN_SECRET_KEY: &str = "tokenSecretRef.key must be alphanumerics, '-', '_' or \
+                                        '.', not '.' and not starting with '..'";
     /// `rollout` with strategy Surge.
     pub const SURGE_PROGRESSES: &str = "rollout.maxSurge and rollout.maxUnavailable must not \
                                         both be 0 with strategy Surge: no pod could be replaced";

@@ -71,6 +71,49 @@ pub(crate) fn grace_period_rule(schema: &mut Schema) {
     );
 }
 
+/// The spec's rules about where the model and the LoRA adapters come from, each reported on
+/// the field to change.
+pub(crate) fn model_rules(schema: &mut Schema) {
+    let mut rule = |rule: String, message: &str, field_path: &str| {
+        push_entry(
+            schema.ensure_object(),
+            json!({
+                "rule": rule,
+                "message": message,
+                "fieldPath": field_path,
+                "reason": "FieldValueInvalid",
+            }),
+        );
+    };
+    rule(
+        rules::ONE_MODEL_VOLUME_CEL.into(),
+        messages::ONE_MODEL_VOLUME,
+        ".storage.pvcName",
+    );
+    rule(
+        rules::DOWNLOAD_PATH_CEL.into(),
+        messages::DOWNLOAD_PATH,
+        ".modelPath",
+    );
+    rule(
+        rules::LORA_DOWNLOAD_NEEDS_PVC_CEL.into(),
+        messages::LORA_DOWNLOAD_NEEDS_PVC,
+        ".loraAdapters",
+    );
+    rule(
+        rules::LORA_NAME_NOT_MODEL_CEL.into(),
+        messages::LORA_NAME_NOT_MODEL,
+        ".loraAdapters",
+    );
+    for flag in rules::LORA_FLAGS {
+        rule(
+            flag.lora_cel(),
+            &flag.lora_message(),
+            ".engineArgs.extraArgs",
+        );
+    }
+}
+
 /// A transform that adds one CEL rule.
 pub(crate) fn cel(rule: String, message: String) -> impl FnMut(&mut Schema) {
     move |schema| push_rule(schema, &rule, &message)

@@ -39,6 +39,9 @@ pub mod condition_types {
     pub const PROGRESSING: &str = "Progressing";
     /// Something needs the user's attention; the message says what.
     pub const DEGRADED: &str = "Degraded";
+    /// The model (and the LoRA adapters) that `spec.modelSource` and `spec.loraAdapters`
+    /// download are on the volume; absent when nothing is downloaded.
+    pub const MODEL_READY: &str = "ModelReady";
     /// Summary: the service answers requests. Agrees with `status.phase`.
     pub const AVAILABLE: &str = "Available";
 }
@@ -111,6 +114,7 @@ pub mod condition_types {
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = schema::unwrap_doc_lines)]
 #[schemars(transform = schema::grace_period_rule)]
+#[schemars(transform = schema::model_rules)]
 pub struct VLLMServiceSpec {
     /// Container image that runs vLLM's OpenAI-compatible server, e.g.
     /// vllm/vllm-openai:latest.
@@ -119,8 +123,8 @@ pub struct VLLMServiceSpec {
     pub image: String,
 
     /// Path of the model inside the container, passed as --model. Usually a directory under
-    /// storage.mountPath.
-    #[schemars(length(min = 1))]
+    /// storage.mountPath (where modelSource.huggingFace downloads it).
+    #[schemars(length(min = 1, max = limits::PATH))]
     pub model_path: String,
 
     /// Name clients use in the OpenAI API's "model" field, passed as --served-model-name.
@@ -175,8 +179,24 @@ pub struct VLLMServiceSpec {
     #[schemars(transform = schema::resources)]
     pub resources: Option<ResourceRequirements>,
 
-    /// The PersistentVolumeClaim that holds the model files.
+    /// The volume that holds the model files: a PersistentVolumeClaim (pvcName), or the OCI
+    /// image of modelSource.image, mounted at mountPath.
     pub storage: Storage,
+
+    /// Where the operator fetches the model from. Unset: the files are already on the
+    /// PersistentVolumeClaim at modelPath. huggingFace downloads the repository to modelPath
+    /// with a Job before any pod starts; image mounts an OCI image at storage.mountPath
+    /// instead of a claim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_source: Option<ModelSource>,
+
+    /// LoRA adapters vLLM serves beside the base model (--enable-lora --lora-modules); each
+    /// is requested by its name as the "model". An adapter from Hugging Face is downloaded to
+    /// <storage.mountPath>/loras/<name>. Adding or removing one replaces the pods.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = limits::LORA_ADAPTERS))]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub lora_adapters: Vec<LoraAdapter>,
 
     /// Expose the service through a Gateway API Gateway listener with an HTTPRoute. Unset
     /// means no HTTPRoute.
@@ -409,9 +429,11 @@ fn default_true() -> bool {
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = schema::unwrap_doc_lines)]
 pub struct Storage {
-    /// Name of a PersistentVolumeClaim in the VLLMService's namespace.
+    /// Name of a PersistentVolumeClaim in the VLLMService's namespace. Required unless
+    /// modelSource.image provides the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = limits::DNS_SUBDOMAIN))]
-    pub pvc_name: String,
+    pub pvc_name: Option<String>,
 
     /// Absolute path where the claim is mounted in the container, e.g. /data/models.
     #[schemars(length(min = 1, max = limits::PATH))]
@@ -545,6 +567,18 @@ pub struct EngineArgs {
     #[schemars(range(min = 1))]
     pub tensor_parallel_size: Option<i32>,
 
+    /// How many LoRA adapters one batch may use at once (--max-loras; vLLM's default is 1).
+    /// Used with loraAdapters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_loras: Option<i32>,
+
+    /// The highest LoRA rank served (--max-lora-rank; vLLM's default is 16): one of 1, 8,
+    /// 16, 32, 64, 128, 256, 320 or 512. Used with loraAdapters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(transform = schema::cel(rules::lora_rank_cel(), messages::LORA_RANK.into()))]
+    pub max_lora_rank: Option<i32>,
+
     /// Further vLLM command-line arguments, appended after the ones the operator sets, e.g.
     /// ["--enable-prefix-caching", "--max-lora-rank=64"]. Must not repeat a flag the operator
     /// sets from a typed field (--model, --served-model-name, --host, --port, --dtype,
@@ -563,6 +597,8 @@ impl Default for EngineArgs {
             gpu_memory_utilization: "0.75".into(),
             max_num_seqs: 8,
             tensor_parallel_size: None,
+            max_loras: None,
+            max_lora_rank: None,
             extra_args: Vec::new(),
         }
     }
@@ -895,6 +931,11 @@ pub struct VLLMServiceStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
 
+    /// The LoRA adapters the pods serve: those of spec.loraAdapters once every pod runs
+    /// them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lora_adapters: Vec<String>,
+
     /// What vLLM reports about itself, read from the start-up log of a Ready pod of the
     /// current revision (once per revision).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -935,4 +976,150 @@ pub struct EngineStatus {
     /// The pod-template-hash of the pods this was read from: read again when it changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<String>,
+}
+
+/// Where the operator fetches the model from: exactly one of huggingFace and image.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = schema::unwrap_doc_lines)]
+#[schemars(transform = schema::cel(
+    rules::ONE_MODEL_SOURCE_CEL.into(),
+    messages::ONE_MODEL_SOURCE.into(),
+))]
+pub struct ModelSource {
+    /// Download a Hugging Face repository to modelPath on the PersistentVolumeClaim, once
+    /// per claim, path, repository and revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hugging_face: Option<HuggingFace>,
+
+    /// Mount an OCI image that holds the model files at storage.mountPath, read-only (the
+    /// Kubernetes image volume; the node's container runtime must support it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<ModelImage>,
+}
+
+fn default_revision() -> String {
+    "main".into()
+}
+
+/// A Hugging Face repository at a revision.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = schema::unwrap_doc_lines)]
+pub struct HuggingFace {
+    /// The repository id, e.g. Qwen/Qwen2.5-1.5B-Instruct.
+    #[schemars(length(min = 1, max = limits::HF_REPO), regex(pattern = rules::HF_REPO_RE))]
+    pub repo: String,
+
+    /// A branch, tag or commit id. Defaults to main. Changing it downloads again.
+    #[serde(default = "default_revision")]
+    #[schemars(length(min = 1, max = limits::HF_REVISION), regex(pattern = rules::HF_REVISION_RE))]
+    pub revision: String,
+
+    /// The Secret key that holds a Hugging Face access token, for gated and private
+    /// repositories. The download gets it as the environment variable HF_TOKEN.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_secret_ref: Option<SecretKeyRef>,
+
+    /// The image that runs the download (`hf download`). Unset: spec.image, since vLLM's
+    /// images ship the hf command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = limits::IMAGE))]
+    #[schemars(transform = schema::cel(rules::IMAGE_CEL.into(), messages::IMAGE.into()))]
+    pub downloader_image: Option<String>,
+}
+
+/// A key of a Secret in the VLLMService's namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = schema::unwrap_doc_lines)]
+pub struct SecretKeyRef {
+    /// Name of the Secret.
+    #[schemars(length(min = 1, max = limits::DNS_SUBDOMAIN))]
+    #[schemars(transform = schema::cel(
+        rules::dns_subdomain_cel(),
+        messages::TOKEN_SECRET_NAME.into(),
+    ))]
+    pub name: String,
+
+    /// The key in the Secret.
+    #[schemars(length(min = 1, max = limits::DNS_SUBDOMAIN))]
+    #[schemars(transform = schema::cel(
+        rules::config_key_cel(),
+        messages::TOKEN_SECRET_KEY.into(),
+    ))]
+    pub key: String,
+}
+
+/// When the kubelet pulls an image.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum PullPolicy {
+    Always,
+    IfNotPresent,
+    Never,
+}
+
+impl PullPolicy {
+    /// The value as Kubernetes spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PullPolicy::Always => "Always",
+            PullPolicy::IfNotPresent => "IfNotPresent",
+            PullPolicy::Never => "Never",
+        }
+    }
+}
+
+/// An OCI image (artifact) that holds the model files.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = schema::unwrap_doc_lines)]
+pub struct ModelImage {
+    /// The image reference, e.g. registry.example.com/models/qwen2.5-1.5b:1.
+    #[schemars(length(min = 1, max = limits::IMAGE))]
+    #[schemars(transform = schema::cel(rules::IMAGE_CEL.into(), messages::IMAGE.into()))]
+    pub reference: String,
+
+    /// Always, IfNotPresent or Never. Unset: Kubernetes' default (Always for :latest,
+    /// IfNotPresent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_policy: Option<PullPolicy>,
+}
+
+/// A LoRA adapter: exactly one of path and huggingFace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = schema::unwrap_doc_lines)]
+#[schemars(transform = schema::cel(
+    rules::ONE_LORA_SOURCE_CEL.into(),
+    messages::ONE_LORA_SOURCE.into(),
+))]
+pub struct LoraAdapter {
+    /// The name clients request as the "model", e.g. sql-lora.
+    #[schemars(length(min = 1, max = limits::LABEL_NAME), regex(pattern = rules::LORA_NAME_RE))]
+    pub name: String,
+
+    /// The adapter's directory in the container (with adapter_config.json), e.g.
+    /// /data/models/loras/sql.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = limits::PATH))]
+    #[schemars(transform = schema::cel(
+        rules::ABSOLUTE_PATH_CEL.into(),
+        messages::LORA_PATH.into(),
+    ))]
+    pub path: Option<String>,
+
+    /// Download the adapter from Hugging Face to <storage.mountPath>/loras/<name>.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hugging_face: Option<HuggingFace>,
+}
+
+impl LoraAdapter {
+    /// Where vLLM finds the adapter: its path, or where the operator downloads it.
+    pub fn served_path(&self, mount_path: &str) -> String {
+        match &self.path {
+            Some(p) => p.clone(),
+            None => format!("{}/loras/{}", mount_path.trim_end_matches('/'), self.name),
+        }
+    }
 }

@@ -13,8 +13,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::rules::{self, RESERVED_FLAGS, limits, messages};
 use crate::v1alpha1::{
-    EngineArgs, GatewayRef, Monitoring, Probe, ProbeKind, Rollout, RolloutStrategy, Storage,
-    VLLMService, VLLMServiceSpec,
+    EngineArgs, GatewayRef, HuggingFace, Monitoring, Probe, ProbeKind, Rollout, RolloutStrategy,
+    Storage, VLLMService, VLLMServiceSpec,
 };
 
 /// One rule broken by one field.
@@ -185,7 +185,7 @@ fn check_spec(spec: &VLLMServiceSpec, errors: &mut Errors) {
     if errors.length(field, &spec.image, 1, limits::IMAGE) && !rules::is_trimmed(&spec.image) {
         errors.push(field, messages::IMAGE);
     }
-    errors.required("spec.modelPath", &spec.model_path);
+    errors.length("spec.modelPath", &spec.model_path, 1, limits::PATH);
     errors.required("spec.modelName", &spec.model_name);
     errors.at_least("spec.replicas", spec.replicas, 0);
     if !(1..=65535).contains(&spec.port) {
@@ -216,6 +216,8 @@ fn check_spec(spec: &VLLMServiceSpec, errors: &mut Errors) {
         );
     }
     check_storage(&spec.storage, errors);
+    check_model_source(spec, errors);
+    check_lora_adapters(spec, errors);
     if let Some(gateway) = &spec.gateway_ref {
         check_gateway_ref(gateway, errors);
     }
@@ -374,12 +376,9 @@ fn check_env(env: &[EnvVar], errors: &mut Errors) {
 }
 
 fn check_storage(storage: &Storage, errors: &mut Errors) {
-    errors.length(
-        "spec.storage.pvcName",
-        &storage.pvc_name,
-        1,
-        limits::DNS_SUBDOMAIN,
-    );
+    if let Some(pvc) = &storage.pvc_name {
+        errors.length("spec.storage.pvcName", pvc, 1, limits::DNS_SUBDOMAIN);
+    }
     let field = "spec.storage.mountPath";
     if errors.length(field, &storage.mount_path, 1, limits::PATH) {
         if !storage.mount_path.starts_with('/') {
@@ -393,6 +392,120 @@ fn check_storage(storage: &Storage, errors: &mut Errors) {
         let field = "spec.storage.subPath";
         if errors.length(field, sub_path, 0, limits::PATH) && !rules::is_relative_path(sub_path) {
             errors.push(field, messages::SUB_PATH);
+        }
+    }
+}
+
+fn check_model_source(spec: &VLLMServiceSpec, errors: &mut Errors) {
+    let source = spec.model_source.as_ref();
+    let image = source.and_then(|s| s.image.as_ref());
+    if !rules::one_model_volume(spec.storage.pvc_name.is_some(), image.is_some()) {
+        errors.push("spec.storage.pvcName", messages::ONE_MODEL_VOLUME);
+    }
+    let Some(source) = source else { return };
+    if source.hugging_face.is_some() == source.image.is_some() {
+        errors.push("spec.modelSource", messages::ONE_MODEL_SOURCE);
+    }
+    if let Some(hf) = &source.hugging_face {
+        check_hugging_face("spec.modelSource.huggingFace", hf, errors);
+        if !rules::is_on_volume(&spec.model_path, &spec.storage.mount_path) {
+            errors.push("spec.modelPath", messages::DOWNLOAD_PATH);
+        }
+    }
+    if let Some(image) = image {
+        let field = "spec.modelSource.image.reference";
+        if errors.length(field, &image.reference, 1, limits::IMAGE)
+            && !rules::is_trimmed(&image.reference)
+        {
+            errors.push(field, messages::IMAGE);
+        }
+    }
+}
+
+fn check_hugging_face(prefix: &str, hf: &HuggingFace, errors: &mut Errors) {
+    let field = format!("{prefix}.repo");
+    if errors.length(&field, &hf.repo, 1, limits::HF_REPO) && !rules::is_hf_repo(&hf.repo) {
+        errors.push(field, messages::HF_REPO);
+    }
+    let field = format!("{prefix}.revision");
+    if errors.length(&field, &hf.revision, 1, limits::HF_REVISION)
+        && !rules::is_hf_revision(&hf.revision)
+    {
+        errors.push(field, messages::HF_REVISION);
+    }
+    if let Some(secret) = &hf.token_secret_ref {
+        let field = format!("{prefix}.tokenSecretRef.name");
+        if errors.length(&field, &secret.name, 1, limits::DNS_SUBDOMAIN)
+            && !rules::is_dns_subdomain(&secret.name)
+        {
+            errors.push(field, messages::TOKEN_SECRET_NAME);
+        }
+        let field = format!("{prefix}.tokenSecretRef.key");
+        if errors.length(&field, &secret.key, 1, limits::DNS_SUBDOMAIN)
+            && !rules::is_config_key(&secret.key)
+        {
+            errors.push(field, messages::TOKEN_SECRET_KEY);
+        }
+    }
+    if let Some(image) = &hf.downloader_image {
+        let field = format!("{prefix}.downloaderImage");
+        if errors.length(&field, image, 1, limits::IMAGE) && !rules::is_trimmed(image) {
+            errors.push(field, messages::IMAGE);
+        }
+    }
+}
+
+fn check_lora_adapters(spec: &VLLMServiceSpec, errors: &mut Errors) {
+    let adapters = &spec.lora_adapters;
+    if adapters.len() > limits::LORA_ADAPTERS {
+        errors.push(
+            "spec.loraAdapters",
+            format!("must have at most {} items", limits::LORA_ADAPTERS),
+        );
+    }
+    for (i, adapter) in adapters.iter().enumerate() {
+        let prefix = format!("spec.loraAdapters[{i}]");
+        let field = format!("{prefix}.name");
+        if errors.length(&field, &adapter.name, 1, limits::LABEL_NAME)
+            && !rules::is_lora_name(&adapter.name)
+        {
+            errors.push(field, messages::LORA_NAME);
+        }
+        if adapters[..i].iter().any(|a| a.name == adapter.name) {
+            errors.push(
+                format!("spec.loraAdapters[{i}]"),
+                format!("Duplicate value: {{\"name\":\"{}\"}}", adapter.name),
+            );
+        }
+        if adapter.path.is_some() == adapter.hugging_face.is_some() {
+            errors.push(prefix.clone(), messages::ONE_LORA_SOURCE);
+        }
+        if let Some(path) = &adapter.path {
+            let field = format!("{prefix}.path");
+            if errors.length(&field, path, 1, limits::PATH) && !path.starts_with('/') {
+                errors.push(field, messages::LORA_PATH);
+            }
+        }
+        if let Some(hf) = &adapter.hugging_face {
+            check_hugging_face(&format!("{prefix}.huggingFace"), hf, errors);
+        }
+    }
+    if adapters.iter().any(|a| a.hugging_face.is_some()) && spec.storage.pvc_name.is_none() {
+        errors.push("spec.loraAdapters", messages::LORA_DOWNLOAD_NEEDS_PVC);
+    }
+    if adapters.iter().any(|a| a.name == spec.model_name) {
+        errors.push("spec.loraAdapters", messages::LORA_NAME_NOT_MODEL);
+    }
+    if !adapters.is_empty() {
+        for flag in rules::LORA_FLAGS {
+            if spec
+                .engine_args
+                .extra_args
+                .iter()
+                .any(|a| flag.is_set_by(a))
+            {
+                errors.push("spec.engineArgs.extraArgs", flag.lora_message());
+            }
         }
     }
 }
@@ -436,6 +549,14 @@ fn check_engine_args(args: &EngineArgs, errors: &mut Errors) {
     errors.at_least("spec.engineArgs.maxNumSeqs", args.max_num_seqs, 1);
     if let Some(tp) = args.tensor_parallel_size {
         errors.at_least("spec.engineArgs.tensorParallelSize", tp, 1);
+    }
+    if let Some(n) = args.max_loras {
+        errors.at_least("spec.engineArgs.maxLoras", n, 1);
+    }
+    if let Some(rank) = args.max_lora_rank
+        && !rules::LORA_RANKS.contains(&rank)
+    {
+        errors.push("spec.engineArgs.maxLoraRank", messages::LORA_RANK);
     }
     let field = "spec.engineArgs.extraArgs";
     if args.extra_args.len() > limits::EXTRA_ARGS {

@@ -193,6 +193,17 @@ fn full_example_sets_every_field() {
         "spec",
         &mut out,
     );
+    // The other of two exclusive choices, shown by its own example.
+    let alternatives = [("spec.modelSource.image", "examples/model-image.yaml")];
+    for (field, file) in alternatives {
+        let example = common::read_yaml(file);
+        let set = field
+            .split('.')
+            .try_fold(&example, |v, step| v.get(step))
+            .is_some();
+        assert!(set, "{file} does not set {field}");
+        out.retain(|f| f != field);
+    }
     assert!(out.is_empty(), "examples/full.yaml does not set {out:?}");
 }
 

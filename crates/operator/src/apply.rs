@@ -13,7 +13,7 @@
 
 use std::fmt::Debug;
 
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::{batch::v1::Job, core::v1::ObjectReference};
 use kube::{
     Api, Resource, ResourceExt,
     api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions},
@@ -24,7 +24,7 @@ use vllmservice_api::VLLMService;
 
 pub use crate::done::{Done, Outcome};
 use crate::{
-    build::{Desired, Want},
+    build::{Desired, Download, Want, download},
     context::Context,
     error::Result,
     events,
@@ -63,16 +63,18 @@ pub async fn converge(ctx: &Context, vs: &VLLMService, want: Desired, seen: &See
     let mut created = Vec::new();
     let done = async {
         let c = &mut created;
+        downloads(ctx, vs, &want.downloads, seen, c).await?;
+        let uid = vs.uid().unwrap_or_default();
+        let deployment = match (want.hold_deployment, seen.deployment.clone()) {
+            // Until the files are there: no pods yet, or the running ones left as they are.
+            (true, None) => Outcome::Absent,
+            (true, Some(d)) if is_controlled_by(&d, &uid) => Outcome::Live(d),
+            (true, Some(_)) => Outcome::Foreign,
+            (false, live) => child(ctx, vs, Want::Present(want.deployment), live, c).await?,
+        };
         Ok(Done {
             resolution: want.resolution,
-            deployment: child(
-                ctx,
-                vs,
-                Want::Present(want.deployment),
-                seen.deployment.clone(),
-                c,
-            )
-            .await?,
+            deployment,
             service: child(
                 ctx,
                 vs,
@@ -90,6 +92,136 @@ pub async fn converge(ctx: &Context, vs: &VLLMService, want: Desired, seen: &See
     .await;
     events::children_created(ctx, vs, &created).await;
     done
+}
+
+/// Creates the download Jobs that do not exist, joins the owners of those that
+/// another VLLMService created, runs a failed one again once the spec asks
+/// for a different Job (e.g. a token was added), and lets go of those the spec
+/// no longer needs (deleted when this VLLMService was their only owner).
+async fn downloads(
+    ctx: &Context,
+    vs: &VLLMService,
+    want: &[Download],
+    seen: &Seen,
+    created: &mut Vec<ObjectReference>,
+) -> Result<()> {
+    let api: Api<Job> = Api::namespaced(ctx.client.clone(), &vs.namespace().unwrap_or_default());
+    let uid = vs.uid().unwrap_or_default();
+    for d in want {
+        let live = seen
+            .downloads
+            .iter()
+            .find(|s| s.name == d.name)
+            .and_then(|s| s.job.clone());
+        let live = match live {
+            Some(job) => job,
+            None => {
+                let params = PostParams {
+                    field_manager: Some(FIELD_MANAGER.into()),
+                    ..PostParams::default()
+                };
+                match api.create(&params, &d.job).await {
+                    Ok(_) => {
+                        created.push(events::child_ref::<Job>(vs, &d.name));
+                        continue;
+                    }
+                    Err(kube::Error::Api(e)) if e.code == 409 => {
+                        match api.get_opt(&d.name).await? {
+                            Some(job) => job,
+                            None => continue,
+                        }
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        };
+        if !download::is_download_job(&live) {
+            // Someone else's Job of that name: reported by the status, never touched.
+            continue;
+        }
+        let failed = live
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Failed" && c.status == "True"));
+        let hash = |j: &Job| j.annotations().get(download::JOB_HASH_ANNOTATION).cloned();
+        if failed && hash(&live) != hash(&d.job) {
+            delete_job(&api, &live).await?;
+            events::child_written::<Job>(ctx, vs, &d.name, "Deleted", "deleted to run again").await;
+            continue;
+        }
+        if !download::is_owned_by(&live, vs) {
+            let owner = serde_json::to_value(download::owner(vs)).expect("serializes");
+            let patch = json!([
+                {"op": "test", "path": "/metadata/resourceVersion", "value": live.resource_version()},
+                {"op": "add", "path": "/metadata/ownerReferences/-", "value": owner},
+            ]);
+            match api
+                .patch(
+                    &d.name,
+                    &PatchParams::default(),
+                    &Patch::Json::<()>(serde_json::from_value(patch).expect("a JSON patch")),
+                )
+                .await
+            {
+                Ok(_) => {}
+                // Changed meanwhile: the next reconcile (its watch event) decides again.
+                Err(kube::Error::Api(e)) if e.code == 409 || e.code == 422 || e.code == 404 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    for job in &seen.stale_jobs {
+        let owners = job.owner_references();
+        let Some(index) = owners.iter().position(|r| r.uid == uid) else {
+            continue;
+        };
+        if owners.len() == 1 {
+            delete_job(&api, job).await?;
+            events::child_written::<Job>(
+                ctx,
+                vs,
+                &job.name_any(),
+                "Deleted",
+                "deleted: no longer needed",
+            )
+            .await;
+            continue;
+        }
+        let patch = json!([
+            {"op": "test", "path": format!("/metadata/ownerReferences/{index}/uid"), "value": uid},
+            {"op": "remove", "path": format!("/metadata/ownerReferences/{index}")},
+        ]);
+        match api
+            .patch(
+                &job.name_any(),
+                &PatchParams::default(),
+                &Patch::Json::<()>(serde_json::from_value(patch).expect("a JSON patch")),
+            )
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 || e.code == 422 || e.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Deletes a Job and its pods, if it is still the one seen.
+async fn delete_job(api: &Api<Job>, job: &Job) -> Result<()> {
+    let dp = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: job.uid(),
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    };
+    match api.delete(&job.name_any(), &dp).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Brings one child to `want`, starting from the cached copy `seen`.

@@ -11,6 +11,7 @@ use std::{
 use gateway_api::apis::standard::{gateways::Gateway, httproutes::HttpRoute};
 use k8s_openapi::api::{
     apps::v1::Deployment,
+    batch::v1::Job,
     core::v1::{Node, PersistentVolumeClaim, Pod, Service},
     policy::v1::PodDisruptionBudget,
 };
@@ -77,6 +78,8 @@ pub struct Caches {
     pub pod_logs: PodLogs,
     pub pvcs: Cache<PersistentVolumeClaim>,
     pub pdbs: Cache<PodDisruptionBudget>,
+    /// The model download Jobs.
+    pub jobs: Cache<Job>,
     /// Nodes and what every pod holds on them; None when the operator watches
     /// one namespace (it cannot see other namespaces' pods).
     pub placement: Option<Placement>,
@@ -96,6 +99,7 @@ impl Caches {
         self.pods.synced().await;
         self.pvcs.synced().await;
         self.pdbs.synced().await;
+        self.jobs.synced().await;
         if let Some(c) = &self.routes {
             c.synced().await;
         }
@@ -430,6 +434,8 @@ pub enum LogPurpose {
     Diagnosis,
     /// The start-up lines of a Ready container (the engine's settings).
     Engine,
+    /// The output of a download Job's pod.
+    Download,
 }
 
 impl LogPurpose {
@@ -437,6 +443,7 @@ impl LogPurpose {
         match self {
             LogPurpose::Diagnosis => "diagnosis",
             LogPurpose::Engine => "engine",
+            LogPurpose::Download => "download",
         }
     }
 }
@@ -452,6 +459,8 @@ pub enum LogOutcome {
         progress: Option<String>,
     },
     Engine(crate::enginelog::EngineInfo),
+    /// Why a download pod failed.
+    Download(crate::hflog::Classified),
 }
 
 /// Per pod UID, per purpose: the container instance last read (its key) and what

@@ -14,6 +14,7 @@ use futures::{Future, FutureExt, Stream, StreamExt};
 use gateway_api::apis::standard::{gateways::Gateway, httproutes::HttpRoute};
 use k8s_openapi::api::{
     apps::v1::Deployment,
+    batch::v1::Job,
     core::v1::{Node, PersistentVolumeClaim, Pod, Service},
     policy::v1::PodDisruptionBudget,
 };
@@ -437,6 +438,15 @@ async fn run_watches(
         ignore,
         &mut tasks,
     );
+    // Download Jobs may have several owners (services sharing a download), none
+    // a controller: every owner hears of the Job.
+    let (jobs, job_events) = cached_watch(
+        scope.api::<Job>(),
+        managed.clone(),
+        keep_all,
+        ignore,
+        &mut tasks,
+    );
     // Free GPUs are counted over the whole cluster: only an operator that may
     // see every namespace's pods can count them.
     let placement = opts
@@ -447,6 +457,14 @@ async fn run_watches(
         .owns_stream(deployment_events)
         .owns_stream(service_events)
         .owns_stream(pdb_events)
+        .watches_stream(job_events, |job| {
+            let ns = job.namespace().unwrap_or_default();
+            job.owner_references()
+                .iter()
+                .filter(|r| r.kind == "VLLMService")
+                .map(|r| ObjectRef::<DeserializeGuard<VLLMService>>::new(&r.name).within(&ns))
+                .collect::<Vec<_>>()
+        })
         .watches_stream(pod_events, |pod| {
             let ns = pod.namespace()?;
             names::instance_of(pod.labels()).map(|n| ObjectRef::new(n).within(&ns))
@@ -454,7 +472,7 @@ async fn run_watches(
         .watches_stream(pvc_events, move |pvc| {
             let ns = pvc.namespace();
             services_referencing(&pvc_store, &pvc, |vs| {
-                vs.namespace() == ns && &vs.spec.storage.pvc_name == name_of(&pvc)
+                vs.namespace() == ns && vs.spec.storage.pvc_name.as_ref() == Some(name_of(&pvc))
             })
         });
     let mut caches = Caches {
@@ -465,6 +483,7 @@ async fn run_watches(
         pod_logs,
         pvcs,
         pdbs,
+        jobs,
         placement,
         routes: None,
         gateways: None,

@@ -53,7 +53,9 @@ pub enum Ended {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Facts {
     pub model_path: String,
-    pub pvc_name: String,
+    /// The volume with the model, as messages name it: "PersistentVolumeClaim m
+    /// (storage.pvcName)" or "image r (modelSource.image)".
+    pub volume: String,
     pub mount_path: String,
     pub gpu_memory_utilization: String,
     pub shm_size: String,
@@ -284,15 +286,15 @@ fn model_not_found(lines: &[&str], facts: &Facts) -> Option<Diagnosis> {
     let mount = facts.mount_path.trim_end_matches('/');
     let place = if path == mount || path.starts_with(&format!("{mount}/")) {
         format!(
-            "it must be a directory with a config.json in PersistentVolumeClaim {} (storage.pvcName), \
-             mounted at storage.mountPath {mount}: check the path inside the volume",
-            facts.pvc_name
+            "it must be a directory with a config.json in {}, mounted at storage.mountPath \
+             {mount}: check the path inside the volume",
+            facts.volume
         )
     } else {
         format!(
-            "it is not under storage.mountPath {mount}, where PersistentVolumeClaim {} \
-             (storage.pvcName) is mounted: set spec.modelPath to {mount}/<model directory>",
-            facts.pvc_name
+            "it is not under storage.mountPath {mount}, where {} is mounted: set \
+             spec.modelPath to {mount}/<model directory>",
+            facts.volume
         )
     };
     Some(Diagnosis {
@@ -572,7 +574,7 @@ mod tests {
     fn facts() -> Facts {
         Facts {
             model_path: "/data/models/Qwen2.5-1.5B-Instruct".into(),
-            pvc_name: "models".into(),
+            volume: "PersistentVolumeClaim models (storage.pvcName)".into(),
             mount_path: "/data/models".into(),
             gpu_memory_utilization: "0.9".into(),
             shm_size: "2Gi".into(),

@@ -126,6 +126,13 @@ pub const CLUSTER_RULES: &[Rule] = &[
         why: "the PodDisruptionBudget when replicas > 1: as the HTTPRoute (delete: replicas down to 1 or spec.disruptionBudget.enabled false)",
     },
     Rule {
+        group: "batch",
+        resources: &["jobs"],
+        verbs: OWN_OPTIONAL,
+        scope: Scope::Namespaced,
+        why: "the model download Jobs of spec.modelSource.huggingFace and loraAdapters: list/watch cache, create, get (after AlreadyExists), patch (an owner reference added or removed when services share a download), delete (a failed download run again, or one no longer needed)",
+    },
+    Rule {
         group: "",
         resources: &["pods", "persistentvolumeclaims"],
         verbs: WATCH,

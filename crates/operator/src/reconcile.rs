@@ -20,6 +20,7 @@ use crate::{
     error::{Error, Result},
     events, read,
     route::Resolution,
+    seen::DownloadState,
     status,
 };
 
@@ -41,8 +42,23 @@ pub async fn reconcile(obj: &DeserializeGuard<VLLMService>, ctx: &Context) -> Re
         Err(invalid) => return write_invalid(ctx, &vs, &invalid.to_string()).await,
     };
     seen.logs = read::logs(&spec, &seen, ctx, Timestamp::now()).await;
+    (seen.downloads, seen.stale_jobs) = read::downloads(&spec, ctx).await?;
     let want = build::all(&spec, &seen);
-    let next = requeue(&want.resolution, seen.logs.recheck_after, ctx.resync);
+    // A running download's progress is in its log, which sends no events.
+    let recheck = match seen.downloads.iter().any(|d| {
+        matches!(
+            d.state,
+            DownloadState::Running { .. } | DownloadState::NotStarted
+        )
+    }) {
+        true => Some(
+            seen.logs
+                .recheck_after
+                .map_or(DOWNLOAD_RECHECK, |r| r.min(DOWNLOAD_RECHECK)),
+        ),
+        false => seen.logs.recheck_after,
+    };
+    let next = requeue(&want.resolution, recheck, ctx.resync);
     let done = match apply::converge(ctx, &vs, want, &seen).await {
         Ok(done) => done,
         // The API server refused an object built from a spec the CRD accepted (e.g. a
@@ -65,6 +81,9 @@ pub async fn reconcile(obj: &DeserializeGuard<VLLMService>, ctx: &Context) -> Re
     .await?;
     Ok(next)
 }
+
+/// How often the progress of a running download is read again.
+const DOWNLOAD_RECHECK: Duration = Duration::from_secs(10);
 
 /// How long to wait before re-checking a missing Gateway or listener (SPEC section 3).
 const GATEWAY_RETRY: Duration = Duration::from_secs(60);

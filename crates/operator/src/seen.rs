@@ -7,12 +7,14 @@ use std::{collections::BTreeMap, time::Duration};
 use gateway_api::apis::standard::{gateways::Gateway, httproutes::HttpRoute};
 use k8s_openapi::api::{
     apps::v1::Deployment,
+    batch::v1::Job,
     core::v1::{Pod, Service},
     policy::v1::PodDisruptionBudget,
 };
 
 use crate::{
     enginelog::{Diagnosis, EngineInfo},
+    hflog::Failure,
     optional::Apis,
     placement::Capacity,
     prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor},
@@ -42,6 +44,47 @@ pub struct Seen {
     pub pods: Vec<Pod>,
     /// What their vLLM containers' logs say (`read::logs`).
     pub logs: LogsSeen,
+    /// The downloads the spec needs, in `build::downloads` order (`read::downloads`).
+    pub downloads: Vec<DownloadSeen>,
+    /// Download Jobs this VLLMService owns that its spec no longer needs.
+    pub stale_jobs: Vec<Job>,
+}
+
+/// One download the spec needs, as far as it got.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DownloadSeen {
+    /// The Job's name.
+    pub name: String,
+    /// What it fetches ("Qwen/Qwen2.5-1.5B-Instruct@main").
+    pub what: String,
+    /// The spec field it comes from ("modelSource.huggingFace").
+    pub field: String,
+    /// The directory it fills.
+    pub target: String,
+    /// The Job as the cache holds it.
+    pub job: Option<Job>,
+    pub state: DownloadState,
+}
+
+/// How far one download got.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DownloadState {
+    /// No Job yet.
+    NotStarted,
+    /// The Job runs: how far its log says it got, or why its pod waits.
+    Running {
+        progress: Option<String>,
+        waiting: Option<String>,
+    },
+    /// The files are on the volume.
+    Complete,
+    /// A pod of the Job failed (`final`: the Job gave up).
+    Failed {
+        failure: Failure,
+        evidence: String,
+        pod: Option<String>,
+        is_final: bool,
+    },
 }
 
 /// What the vLLM containers' logs said, read once per container instance.
@@ -72,6 +115,8 @@ pub enum Storage {
     /// Exists with this phase (Pending, Lost).
     NotBound(String),
     Bound,
+    /// No claim: the model is the OCI image of `modelSource.image`.
+    Image,
 }
 
 /// The Gateway of `spec.gatewayRef`, as far as the operator can see it.

@@ -14,7 +14,7 @@ use crate::{
     conditions::{Cond, Feature, Status, merge},
     diagnose::{self, Finding},
     done::{Done, Outcome},
-    enginelog, names, optional,
+    enginelog, modelready, names, optional,
     placement::Capacity,
     route::{self, Resolution},
     seen::{EngineSeen, Seen, Storage},
@@ -149,8 +149,21 @@ pub fn derive(vs: &Valid<'_>, seen: &Seen, done: &Done, now: Timestamp) -> VLLMS
         (_, Some(d)) => deployment_condition(d, desired_replicas),
     };
     let storage_ready = {
-        let pvc = format!("PersistentVolumeClaim {ns}/{}", vs.spec.storage.pvc_name);
+        let pvc = format!(
+            "PersistentVolumeClaim {ns}/{}",
+            vs.spec.storage.pvc_name.as_deref().unwrap_or_default()
+        );
         match &seen.storage {
+            Storage::Image => Cond::new(
+                ct::STORAGE_READY,
+                Status::True,
+                "ImageVolume",
+                format!(
+                    "the model is {}, mounted read-only at {}",
+                    crate::read::volume_name(vs),
+                    vs.spec.storage.mount_path
+                ),
+            ),
             Storage::Missing => Cond::new(
                 ct::STORAGE_READY,
                 Status::False,
@@ -171,6 +184,8 @@ pub fn derive(vs: &Valid<'_>, seen: &Seen, done: &Done, now: Timestamp) -> VLLMS
             ),
         }
     };
+    let model_ready = modelready::condition(vs, &seen.downloads);
+    let downloading = model_ready.as_ref().filter(|c| !c.is_true());
     let route = route_feature(vs, done);
     let route_ready = Cond::new(ct::ROUTE_READY, route.status, &route.reason, &route.message);
     let monitoring = monitoring_feature(vs, seen, done);
@@ -191,6 +206,9 @@ pub fn derive(vs: &Valid<'_>, seen: &Seen, done: &Done, now: Timestamp) -> VLLMS
             .iter()
             .map(|f| (f.reason.clone(), f.message.clone())),
     );
+    if let Some(c) = downloading.filter(|c| c.reason != "Downloading") {
+        blocking.push((c.reason.clone(), c.message.clone()));
+    }
     // ... and, with it, what else is wrong (Degraded).
     let mut problems = blocking.clone();
     if monitoring.status == Status::False && !monitoring_conflict(done) {
@@ -234,6 +252,9 @@ pub fn derive(vs: &Valid<'_>, seen: &Seen, done: &Done, now: Timestamp) -> VLLMS
             storage_ready.reason.clone(),
             storage_ready.message.clone(),
         )
+    } else if let Some(c) = downloading.filter(|_| deployment.is_none()) {
+        // No pods before the files are there.
+        Cond::new(ct::AVAILABLE, Status::False, &c.reason, &c.message)
     } else if serving != Some(true) {
         if deployment.is_none() {
             Cond::new(
@@ -315,6 +336,18 @@ pub fn derive(vs: &Valid<'_>, seen: &Seen, done: &Done, now: Timestamp) -> VLLMS
                 .collect::<Vec<_>>()
                 .join("; "),
         )
+    } else if let Some(c) = downloading {
+        let then = if deployment.is_some() {
+            "the pods are replaced once it is done"
+        } else {
+            "the pods start once it is done"
+        };
+        Cond::new(
+            ct::PROGRESSING,
+            Status::True,
+            "Downloading",
+            format!("{}; {then}", c.message),
+        )
     } else if deployment_ready.is_true() {
         Cond::new(
             ct::PROGRESSING,
@@ -358,16 +391,16 @@ pub fn derive(vs: &Valid<'_>, seen: &Seen, done: &Done, now: Timestamp) -> VLLMS
         ..c
     };
     let message = text::mask_secrets(message, &literals).into_owned();
-    let next = [
+    let mut next = vec![
         available.clone(),
         progressing,
         degraded.clone(),
-        deployment_ready,
+        deployment_ready.clone(),
         storage_ready,
-        route_ready,
-        monitoring_ready,
-    ]
-    .map(mask);
+    ];
+    next.extend(model_ready.clone());
+    next.extend([route_ready, monitoring_ready]);
+    let next: Vec<Cond> = next.into_iter().map(mask).collect();
     let previous = vs
         .status
         .as_ref()
@@ -379,7 +412,11 @@ pub fn derive(vs: &Valid<'_>, seen: &Seen, done: &Done, now: Timestamp) -> VLLMS
     };
     VLLMServiceStatus {
         observed_generation: Some(generation),
-        conditions: merge(previous, &next, generation, now),
+        conditions: merge(previous, &next, generation, now)
+            .into_iter()
+            // Not kept as someone else's condition once the spec downloads nothing.
+            .filter(|c| model_ready.is_some() || c.type_ != ct::MODEL_READY)
+            .collect(),
         phase: Some(phase),
         replicas: Some(dep_status.replicas.unwrap_or(0)),
         ready_replicas: Some(ready_replicas),
@@ -399,11 +436,46 @@ pub fn derive(vs: &Valid<'_>, seen: &Seen, done: &Done, now: Timestamp) -> VLLMS
             .and_then(|s| s.disruptions_allowed),
         rollout_strategy: annotation(STRATEGY_ANNOTATION),
         message: Some(message),
+        lora_adapters: served_adapters(vs, deployment, deployment_ready.is_true()),
         engine: match &seen.logs.engine {
             Some(e) => Some(engine_status(e)),
             // Read once per revision: carry what an earlier reconcile read.
             None => vs.status.as_ref().and_then(|s| s.engine.clone()),
         },
+    }
+}
+
+/// The LoRA adapters the pods serve: the spec's once the Deployment runs the
+/// current template on every pod, else what the status said before.
+fn served_adapters(
+    vs: &Valid<'_>,
+    deployment: Option<&Deployment>,
+    rolled_out: bool,
+) -> Vec<String> {
+    let current = deployment.is_some_and(|d| {
+        let args = d
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .and_then(|p| {
+                p.containers
+                    .iter()
+                    .find(|c| c.name == crate::build::CONTAINER_NAME)
+            })
+            .and_then(|c| c.args.as_ref());
+        args == Some(&crate::build::vllm_args(vs))
+    });
+    if current && rolled_out {
+        vs.spec
+            .lora_adapters
+            .iter()
+            .map(|a| a.name.clone())
+            .collect()
+    } else {
+        vs.status
+            .as_ref()
+            .map(|s| s.lora_adapters.clone())
+            .unwrap_or_default()
     }
 }
 

@@ -112,8 +112,121 @@ fn extra_args_come_last_after_tensor_parallelism_and_the_drain() {
         .position(|a| a == "--tensor-parallel-size")
         .unwrap();
     assert_eq!(&args[tp + 2..tp + 4], ["--shutdown-timeout", "30"]);
-    assert_eq!(&args[tp + 4..], vs.spec.engine_args.extra_args.as_slice());
+    // Then LoRA, then the user's.
+    assert_eq!(
+        &args[tp + 4..tp + 13],
+        [
+            "--enable-lora",
+            "--max-loras",
+            "2",
+            "--max-lora-rank",
+            "16",
+            "--lora-modules",
+            "sql-lora=/data/models/loras/sql",
+            // Downloaded by the operator to <mountPath>/loras/<name>.
+            "chat-lora=/data/models/loras/chat-lora",
+            "--enable-prefix-caching",
+        ]
+    );
+    assert_eq!(&args[tp + 12..], vs.spec.engine_args.extra_args.as_slice());
     assert_eq!(&args[..2], ["--model", vs.spec.model_path.as_str()]);
+}
+
+#[test]
+fn full_example_download_jobs() {
+    let vs = example("full.yaml");
+    let downloads = build::downloads(&valid(&vs));
+    let names: Vec<&str> = downloads.iter().map(|d| d.name.as_str()).collect();
+    // The model's first, then the Hugging Face adapter's (the path adapter needs none).
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names[0].starts_with("hf-qwen2-5-7b-instruct-"), "{names:?}");
+    assert!(names[1].starts_with("hf-chat-lora-"), "{names:?}");
+    insta::assert_yaml_snapshot!(downloads.into_iter().map(|d| d.job).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_download_job_is_shared_and_follows_the_revision() {
+    let a = example("full.yaml");
+    let mut b = a.clone();
+    b.metadata.name = Some("other-service".into());
+    b.metadata.uid = Some("00000000-0000-0000-0000-000000000002".into());
+    b.spec.model_name = "other".into();
+    let name = |vs: &VLLMService| build::downloads(&valid(vs))[0].name.clone();
+    // Same claim, path, repository and revision: one Job for both.
+    assert_eq!(name(&a), name(&b));
+    let mut c = a.clone();
+    c.spec
+        .model_source
+        .as_mut()
+        .unwrap()
+        .hugging_face
+        .as_mut()
+        .unwrap()
+        .revision = "v2".into();
+    assert_ne!(name(&a), name(&c));
+    let mut d = a.clone();
+    d.spec.model_path = "/data/models/elsewhere".into();
+    assert_ne!(name(&a), name(&d));
+    // The token is an environment variable from the Secret, never an argument.
+    let job = &build::downloads(&valid(&a))[0].job;
+    let container = &job
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers[0];
+    let token = container
+        .env
+        .iter()
+        .flatten()
+        .find(|e| e.name == "HF_TOKEN")
+        .expect("HF_TOKEN");
+    assert!(token.value.is_none());
+    assert_eq!(
+        token
+            .value_from
+            .as_ref()
+            .unwrap()
+            .secret_key_ref
+            .as_ref()
+            .unwrap()
+            .name,
+        "hf-token"
+    );
+    assert!(
+        !container
+            .command
+            .iter()
+            .flatten()
+            .any(|a| a.contains("token"))
+    );
+    // The pods name the downloads they use, so a new revision replaces them.
+    let pods = |vs: &VLLMService| {
+        build::deployment(&valid(vs), &Seen::default())
+            .spec
+            .unwrap()
+            .template
+            .metadata
+            .unwrap()
+            .annotations
+            .unwrap()[build::download::PODS_ANNOTATION]
+            .clone()
+    };
+    assert_ne!(pods(&a), pods(&c));
+}
+
+#[test]
+fn model_image_deployment_mounts_the_image() {
+    let vs = example("model-image.yaml");
+    let d = build::deployment(&valid(&vs), &Seen::default());
+    let pod = d.spec.unwrap().template.spec.unwrap();
+    insta::assert_yaml_snapshot!(pod.volumes);
+    let mount = &pod.containers[0].volume_mounts.as_ref().unwrap()[0];
+    assert_eq!(mount.read_only, Some(true));
+    assert!(build::downloads(&valid(&vs)).is_empty());
 }
 
 #[test]

@@ -22,7 +22,11 @@ pub fn read_yaml(relative: &str) -> Value {
 }
 
 /// The examples every test runs against.
-pub const EXAMPLES: [&str; 2] = ["examples/qwen-demo.yaml", "examples/full.yaml"];
+pub const EXAMPLES: [&str; 3] = [
+    "examples/qwen-demo.yaml",
+    "examples/full.yaml",
+    "examples/model-image.yaml",
+];
 
 /// The generated CRD's openAPIV3Schema as JSON.
 pub fn crd_schema() -> Value {

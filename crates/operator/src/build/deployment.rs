@@ -6,10 +6,10 @@ use k8s_openapi::{
     api::{
         apps::v1::{Deployment, DeploymentSpec},
         core::v1::{
-            Capabilities, Container, ContainerPort, EmptyDirVolumeSource, HTTPGetAction, Lifecycle,
-            LifecycleHandler, PersistentVolumeClaimVolumeSource, PodSecurityContext, PodSpec,
-            PodTemplateSpec, Probe as CoreProbe, SeccompProfile, SecurityContext, SleepAction,
-            Volume, VolumeMount,
+            Capabilities, Container, ContainerPort, EmptyDirVolumeSource, HTTPGetAction,
+            ImageVolumeSource, Lifecycle, LifecycleHandler, PersistentVolumeClaimVolumeSource,
+            PodSecurityContext, PodSpec, PodTemplateSpec, Probe as CoreProbe, SeccompProfile,
+            SecurityContext, SleepAction, Volume, VolumeMount,
         },
     },
     apimachinery::pkg::{
@@ -64,6 +64,22 @@ pub fn vllm_args(vs: &Valid<'_>) -> Vec<String> {
             s.shutdown.drain_seconds.to_string(),
         ]);
     }
+    let adapters = &s.lora_adapters;
+    if !adapters.is_empty() {
+        args.push("--enable-lora".into());
+        if let Some(n) = e.max_loras {
+            args.extend(["--max-loras".to_string(), n.to_string()]);
+        }
+        if let Some(r) = e.max_lora_rank {
+            args.extend(["--max-lora-rank".to_string(), r.to_string()]);
+        }
+        args.push("--lora-modules".into());
+        args.extend(
+            adapters
+                .iter()
+                .map(|a| format!("{}={}", a.name, a.served_path(&s.storage.mount_path))),
+        );
+    }
     args.extend(e.extra_args.iter().cloned());
     args
 }
@@ -84,7 +100,7 @@ fn probe<K: ProbeKind>(p: &Probe<K>, on: bool) -> Option<CoreProbe> {
     })
 }
 
-fn non_empty<K: Ord, V>(m: &BTreeMap<K, V>) -> Option<BTreeMap<K, V>>
+pub(super) fn non_empty<K: Ord, V>(m: &BTreeMap<K, V>) -> Option<BTreeMap<K, V>>
 where
     BTreeMap<K, V>: Clone,
 {
@@ -92,18 +108,18 @@ where
 }
 
 /// An optional string field, where "" means unset (as in the Go operator).
-fn set(v: &Option<String>) -> Option<String> {
+pub(super) fn set(v: &Option<String>) -> Option<String> {
     v.clone().filter(|s| !s.is_empty())
 }
 
-fn non_empty_vec<T: Clone>(v: &[T]) -> Option<Vec<T>> {
+pub(super) fn non_empty_vec<T: Clone>(v: &[T]) -> Option<Vec<T>> {
     (!v.is_empty()).then(|| v.to_vec())
 }
 
 /// The container's security settings: the user's, with what they leave unset
 /// defaulted so that the pod passes the baseline and restricted Pod Security
 /// Standards (no privilege escalation, no capabilities).
-fn container_security(vs: &Valid<'_>) -> SecurityContext {
+pub(super) fn container_security(vs: &Valid<'_>) -> SecurityContext {
     let mut sc = vs.spec.security_context.clone().unwrap_or_default();
     // A privileged container escalates by definition; the API server refuses both together.
     if sc.privileged != Some(true) {
@@ -118,7 +134,7 @@ fn container_security(vs: &Valid<'_>) -> SecurityContext {
 
 /// The pod's security settings: the user's, with the RuntimeDefault seccomp
 /// profile unless the pod or the container chose one.
-fn pod_security(vs: &Valid<'_>) -> PodSecurityContext {
+pub(super) fn pod_security(vs: &Valid<'_>) -> PodSecurityContext {
     let mut psc = vs.spec.pod_security_context.clone().unwrap_or_default();
     let container_chose = vs
         .spec
@@ -150,6 +166,45 @@ fn pre_stop(vs: &Valid<'_>) -> Option<Lifecycle> {
     })
 }
 
+/// The user's pod annotations and, when the operator downloads files, which
+/// downloads the pods use: a new revision to download changes the template,
+/// so the pods are replaced once it is on the volume.
+fn pod_annotations(vs: &Valid<'_>) -> BTreeMap<String, String> {
+    let mut annotations = vs.spec.pod_annotations.clone();
+    let downloads: Vec<String> = super::download::downloads(vs)
+        .into_iter()
+        .map(|d| d.name)
+        .collect();
+    if !downloads.is_empty() {
+        annotations.insert(super::download::PODS_ANNOTATION.into(), downloads.join(","));
+    }
+    annotations
+}
+
+/// The volume with the model: the claim, or the OCI image of `modelSource.image`.
+fn model_volume(vs: &Valid<'_>) -> Volume {
+    let s = &vs.spec;
+    let image = s.model_source.as_ref().and_then(|m| m.image.as_ref());
+    match (image, &s.storage.pvc_name) {
+        (Some(image), _) => Volume {
+            name: MODEL_VOLUME.into(),
+            image: Some(ImageVolumeSource {
+                reference: Some(image.reference.clone()),
+                pull_policy: image.pull_policy.map(|p| p.as_str().to_string()),
+            }),
+            ..Volume::default()
+        },
+        (None, claim) => Volume {
+            name: MODEL_VOLUME.into(),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: claim.clone().expect("validated: a claim unless an image"),
+                read_only: Some(s.storage.read_only),
+            }),
+            ..Volume::default()
+        },
+    }
+}
+
 /// The Deployment for `vs`; `seen` decides how a changed template rolls out.
 pub fn deployment(vs: &Valid<'_>, seen: &Seen) -> Deployment {
     let s = &vs.spec;
@@ -170,7 +225,8 @@ pub fn deployment(vs: &Valid<'_>, seen: &Seen) -> Deployment {
             VolumeMount {
                 name: MODEL_VOLUME.into(),
                 mount_path: s.storage.mount_path.clone(),
-                read_only: Some(s.storage.read_only),
+                // An image volume is always read-only.
+                read_only: Some(s.storage.read_only || s.storage.pvc_name.is_none()),
                 sub_path: s.storage.sub_path.clone(),
                 ..VolumeMount::default()
             },
@@ -192,14 +248,7 @@ pub fn deployment(vs: &Valid<'_>, seen: &Seen) -> Deployment {
     let pod = PodSpec {
         containers: vec![container],
         volumes: Some(vec![
-            Volume {
-                name: MODEL_VOLUME.into(),
-                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                    claim_name: s.storage.pvc_name.clone(),
-                    read_only: Some(s.storage.read_only),
-                }),
-                ..Volume::default()
-            },
+            model_volume(vs),
             Volume {
                 name: SHM_VOLUME.into(),
                 empty_dir: Some(EmptyDirVolumeSource {
@@ -238,7 +287,7 @@ pub fn deployment(vs: &Valid<'_>, seen: &Seen) -> Deployment {
     let template = PodTemplateSpec {
         metadata: Some(ObjectMeta {
             labels: Some(names::object_labels(vs)),
-            annotations: non_empty(&s.pod_annotations),
+            annotations: non_empty(&pod_annotations(vs)),
             ..ObjectMeta::default()
         }),
         spec: Some(pod),

@@ -4,6 +4,7 @@
 //! only what differs" possible.
 
 mod deployment;
+pub mod download;
 mod httproute;
 mod pdb;
 mod prometheusrule;
@@ -17,6 +18,7 @@ use sha2::{Digest, Sha256};
 use vllmservice_api::Valid;
 
 pub use deployment::{CONTAINER_NAME, SHM_DEFAULT_SIZE, deployment, vllm_args};
+pub use download::{Download, downloads};
 pub use httproute::httproute;
 pub use pdb::disruption_budget;
 pub use prometheusrule::prometheusrule;
@@ -26,7 +28,7 @@ pub use servicemonitor::{monitoring_labels, servicemonitor};
 use crate::{
     prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor},
     route::{self, Resolution},
-    seen::Seen,
+    seen::{DownloadState, Seen},
 };
 
 /// Whether a child of an optional kind should exist.
@@ -55,6 +57,11 @@ impl<K> Want<K> {
 #[derive(Debug, Clone)]
 pub struct Desired {
     pub deployment: Deployment,
+    /// Leave the Deployment as it is (or absent) until every download is
+    /// complete: pods must not start on files that are not there yet.
+    pub hold_deployment: bool,
+    /// The download Jobs the spec needs.
+    pub downloads: Vec<Download>,
     pub service: Service,
     /// Where `spec.gatewayRef` led; decides `route`.
     pub resolution: Resolution,
@@ -84,8 +91,14 @@ pub fn all(vs: &Valid<'_>, seen: &Seen) -> Desired {
         }
         (_, true) => Want::Absent,
     };
+    let hold_deployment = seen
+        .downloads
+        .iter()
+        .any(|d| d.state != DownloadState::Complete);
     Desired {
         deployment: deployment(vs, seen),
+        hold_deployment,
+        downloads: downloads(vs),
         service: service(vs),
         resolution,
         route,
@@ -102,7 +115,8 @@ pub fn objects(vs: &Valid<'_>) -> Vec<serde_json::Value> {
     fn json<T: serde::Serialize>(o: T) -> serde_json::Value {
         serde_json::to_value(o).expect("Kubernetes objects serialize to JSON")
     }
-    let mut out = vec![json(deployment(vs, &Seen::default())), json(service(vs))];
+    let mut out: Vec<serde_json::Value> = downloads(vs).into_iter().map(|d| json(d.job)).collect();
+    out.extend([json(deployment(vs, &Seen::default())), json(service(vs))]);
     out.extend(disruption_budget(vs).map(json));
     out.extend(httproute(vs).map(json));
     out.extend(servicemonitor(vs).map(json));

@@ -1,0 +1,152 @@
+//! What a download Job's log says, pure: why `hf download` failed (the
+//! Hugging Face client's own error texts), and how far a running download
+//! got (its "Fetching N files" progress bar).
+
+/// Why a download failed: a `ModelReady` reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// 401/403 on a gated repository: no token, or the account has not accepted its terms.
+    GatedRepo,
+    /// The repository does not exist (or is private and invisible to the token).
+    RepoNotFound,
+    /// The repository exists, the revision does not.
+    RevisionNotFound,
+    /// The volume is full (ENOSPC).
+    DiskFull,
+    /// Anything else.
+    DownloadError,
+}
+
+impl Failure {
+    pub fn reason(self) -> &'static str {
+        match self {
+            Failure::GatedRepo => "GatedRepo",
+            Failure::RepoNotFound => "RepoNotFound",
+            Failure::RevisionNotFound => "RevisionNotFound",
+            Failure::DiskFull => "DiskFull",
+            Failure::DownloadError => "DownloadError",
+        }
+    }
+
+    /// Whether running the same download again cannot help (the spec or the
+    /// Hub's permissions must change first).
+    pub fn is_permanent(self) -> bool {
+        matches!(
+            self,
+            Failure::GatedRepo | Failure::RepoNotFound | Failure::RevisionNotFound
+        )
+    }
+}
+
+/// Every reason a download can fail with, for docs and tests.
+pub const REASONS: &[&str] = &[
+    "GatedRepo",
+    "RepoNotFound",
+    "RevisionNotFound",
+    "DiskFull",
+    "DownloadError",
+];
+
+/// A classified failure and the log line that shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Classified {
+    pub failure: Failure,
+    /// The client's own words (one line, trimmed).
+    pub evidence: String,
+}
+
+/// The lines of a container log, with tqdm's carriage-return redraws split
+/// into their own lines.
+fn lines(log: &str) -> impl DoubleEndedIterator<Item = &str> {
+    log.split(['\n', '\r'])
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+}
+
+/// Why the download whose log is `log` failed. The most specific error wins:
+/// the client's messages for a gated repository also mention authentication,
+/// and a missing repository's mention gated repositories.
+pub fn classify(log: &str) -> Classified {
+    const PATTERNS: &[(&str, Failure)] = &[
+        ("GatedRepoError", Failure::GatedRepo),
+        ("Cannot access gated repo", Failure::GatedRepo),
+        ("RevisionNotFoundError", Failure::RevisionNotFound),
+        ("Revision Not Found for url", Failure::RevisionNotFound),
+        ("Invalid rev id", Failure::RevisionNotFound),
+        ("RepositoryNotFoundError", Failure::RepoNotFound),
+        ("Repository Not Found for url", Failure::RepoNotFound),
+        ("No space left on device", Failure::DiskFull),
+        ("[Errno 28]", Failure::DiskFull),
+    ];
+    for (pattern, failure) in PATTERNS {
+        if let Some(line) = lines(log).find(|l| l.contains(pattern)) {
+            return Classified {
+                failure: *failure,
+                evidence: line.to_string(),
+            };
+        }
+    }
+    // Otherwise the last thing said, which for a Python client is the exception.
+    let evidence = lines(log)
+        .rev()
+        .find(|l| !l.starts_with("Fetching ") && !l.starts_with("Downloading"))
+        .unwrap_or("the download exited with an error and printed nothing")
+        .to_string();
+    Classified {
+        failure: Failure::DownloadError,
+        evidence,
+    }
+}
+
+/// How far a running download got, from its last progress line: e.g.
+/// "40% (4/10 files)".
+pub fn progress(log: &str) -> Option<String> {
+    let line = lines(log).rev().find(|l| l.starts_with("Fetching "))?;
+    let rest = line.strip_prefix("Fetching ")?;
+    let (total, rest) = rest.split_once(" files:")?;
+    let percent = rest.split('%').next()?.trim();
+    let done = rest
+        .split('|')
+        .nth(2)
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|t| t.split_once('/'))
+        .map(|(d, _)| d.trim().to_string());
+    percent.parse::<u32>().ok()?;
+    Some(match done {
+        Some(d) => format!("{percent}% ({d}/{} files)", total.trim()),
+        None => format!("{percent}% of {} files", total.trim()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_most_specific_error_wins() {
+        let gated = "huggingface_hub.errors.GatedRepoError: 401 Client Error.\n\nCannot access \
+                     gated repo for url https://huggingface.co/api/models/a/b.\nAccess to model \
+                     a/b is restricted. You must have access to it and be authenticated to \
+                     access it. Please log in.";
+        assert_eq!(classify(gated).failure, Failure::GatedRepo);
+        let missing = "Repository Not Found for url: https://huggingface.co/api/models/a/b.\n\
+                       Please make sure you specified the correct `repo_id`.\nIf you are trying \
+                       to access a private or gated repo, make sure you are authenticated.";
+        assert_eq!(classify(missing).failure, Failure::RepoNotFound);
+        assert_eq!(
+            classify("OSError: [Errno 28] No space left on device").failure,
+            Failure::DiskFull
+        );
+        let other = classify("Fetching 3 files:   0%|          | 0/3\nValueError: boom\n");
+        assert_eq!(other.failure, Failure::DownloadError);
+        assert_eq!(other.evidence, "ValueError: boom");
+    }
+
+    #[test]
+    fn progress_is_the_last_redraw() {
+        let log = "Fetching 10 files:   0%|          | 0/10 [00:00<?, ?it/s]\r\
+                   Fetching 10 files:  40%|████      | 4/10 [00:01<00:01,  3.1it/s]";
+        assert_eq!(progress(log).as_deref(), Some("40% (4/10 files)"));
+        assert_eq!(progress("nothing yet"), None);
+    }
+}
