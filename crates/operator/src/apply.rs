@@ -63,7 +63,7 @@ pub async fn converge(ctx: &Context, vs: &VLLMService, want: Desired, seen: &See
     let mut created = Vec::new();
     let done = async {
         let c = &mut created;
-        downloads(ctx, vs, &want.downloads, seen, c).await?;
+        let foreign_jobs = downloads(ctx, vs, &want.downloads, seen, c).await?;
         let uid = vs.uid().unwrap_or_default();
         let deployment = match (want.hold_deployment, seen.deployment.clone()) {
             // Until the files are there: no pods yet, or the running ones left as they are.
@@ -87,6 +87,7 @@ pub async fn converge(ctx: &Context, vs: &VLLMService, want: Desired, seen: &See
             monitor: child(ctx, vs, want.monitor, seen.monitor.clone(), c).await?,
             rule: child(ctx, vs, want.rule, seen.rule.clone(), c).await?,
             pdb: child(ctx, vs, want.pdb, seen.pdb.clone(), c).await?,
+            foreign_jobs,
         })
     }
     .await;
@@ -98,13 +99,15 @@ pub async fn converge(ctx: &Context, vs: &VLLMService, want: Desired, seen: &See
 /// another VLLMService created, runs a failed one again once the spec asks
 /// for a different Job (e.g. a token was added), and lets go of those the spec
 /// no longer needs (deleted when this VLLMService was their only owner).
+/// Returns the names of same-named Jobs that are not the operator's.
 async fn downloads(
     ctx: &Context,
     vs: &VLLMService,
     want: &[Download],
     seen: &Seen,
     created: &mut Vec<ObjectReference>,
-) -> Result<()> {
+) -> Result<Vec<String>> {
+    let mut foreign = Vec::new();
     let api: Api<Job> = Api::namespaced(ctx.client.clone(), &vs.namespace().unwrap_or_default());
     let uid = vs.uid().unwrap_or_default();
     for d in want {
@@ -137,6 +140,7 @@ async fn downloads(
         };
         if !download::is_download_job(&live) {
             // Someone else's Job of that name: reported by the status, never touched.
+            foreign.push(d.name.clone());
             continue;
         }
         let failed = live
@@ -205,7 +209,7 @@ async fn downloads(
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(())
+    Ok(foreign)
 }
 
 /// Deletes a Job and its pods, if it is still the one seen.

@@ -46,4 +46,6 @@ pub struct Done {
     pub monitor: Outcome<ServiceMonitor>,
     pub rule: Outcome<PrometheusRule>,
     pub pdb: Outcome<PodDisruptionBudget>,
+    /// Jobs with a download Job's name that are not the operator's: left alone.
+    pub foreign_jobs: Vec<String>,
 }

@@ -142,6 +142,41 @@ mod tests {
         assert_eq!(other.evidence, "ValueError: boom");
     }
 
+    fn fixture(name: &str) -> String {
+        let path = format!(
+            "{}/tests/fixtures/hf-logs/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    /// The Hugging Face client's real output (tests/fixtures/hf-logs/README.md).
+    #[test]
+    fn the_clients_own_failures_are_told_apart() {
+        for (file, failure) in [
+            ("gated.log", Failure::GatedRepo),
+            ("gated-wrong-token.log", Failure::GatedRepo),
+            ("repo-not-found.log", Failure::RepoNotFound),
+            ("revision-not-found.log", Failure::RevisionNotFound),
+            ("disk-full.log", Failure::DiskFull),
+        ] {
+            let c = classify(&fixture(file));
+            assert_eq!(c.failure, failure, "{file}: {c:?}");
+            assert!(
+                !c.evidence.is_empty() && !c.evidence.contains('\n'),
+                "{file}"
+            );
+        }
+        assert_eq!(
+            progress(&fixture("progress.log")).as_deref(),
+            Some("25% (1/4 files)")
+        );
+        assert_eq!(
+            progress(&fixture("ok.log")).as_deref(),
+            Some("100% (4/4 files)")
+        );
+    }
+
     #[test]
     fn progress_is_the_last_redraw() {
         let log = "Fetching 10 files:   0%|          | 0/10 [00:00<?, ?it/s]\r\

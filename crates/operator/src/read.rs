@@ -86,8 +86,8 @@ pub fn gather(vs: &VLLMService, ctx: &Context) -> Result<Seen> {
     })
 }
 
-/// Lines of a running download's log read for its progress (the bar is the last line).
-const PROGRESS_TAIL_LINES: i64 = 2;
+/// Lines of a running download's log read for its progress (the bar's last redraw is near the end).
+const PROGRESS_TAIL_LINES: i64 = 20;
 /// The pod label the Job controller sets.
 const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
 

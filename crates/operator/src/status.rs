@@ -206,6 +206,15 @@ pub fn derive(vs: &Valid<'_>, seen: &Seen, done: &Done, now: Timestamp) -> VLLMS
             .iter()
             .map(|f| (f.reason.clone(), f.message.clone())),
     );
+    blocking.extend(done.foreign_jobs.iter().map(|name| {
+        (
+            "ResourceConflict".to_string(),
+            format!(
+                "Job {ns}/{name} exists and is not one of the operator's download Jobs; the \
+                 operator leaves it alone and waits: delete or rename it"
+            ),
+        )
+    }));
     if let Some(c) = downloading.filter(|c| c.reason != "Downloading") {
         blocking.push((c.reason.clone(), c.message.clone()));
     }

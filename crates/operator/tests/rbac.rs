@@ -568,6 +568,11 @@ enum Scenario {
     Unreadable,
     /// replicas 2 (PodDisruptionBudget created), a label added (patched), replicas 1 (deleted).
     Budget,
+    /// Model downloads (kwok completes the Jobs): a Job created, joined by a
+    /// second service (patched), left by it (patched), left by the last owner
+    /// (deleted); a foreign Job of a download's name (create answers
+    /// AlreadyExists, read, reported).
+    Download,
     /// A crash-looping pod (played by kwok): the operator reads its vLLM container's
     /// previous log to say why.
     CrashLoop,
@@ -609,6 +614,10 @@ fn scenario_for(group: &str, resource: &str, verb: &str) -> Option<Scenario> {
             _ => return None,
         },
         ("", "pods/log", "get") => CrashLoop,
+        ("batch", "jobs", v) => match v {
+            "list" | "watch" | "create" | "patch" | "delete" | "get" => Download,
+            _ => return None,
+        },
         ("gateway.networking.k8s.io", "gateways", "list" | "watch") => Plain,
         ("apiextensions.k8s.io", "customresourcedefinitions", "list" | "watch") => Plain,
         ("events.k8s.io", "events", "create") => Plain,
@@ -931,6 +940,79 @@ spec: {maxUnavailable: 1, selector: {matchLabels: {app: foreign}}}
             env.patch_spec("qwen", json!({"gatewayRef": null})).await;
             wait_object(&ns, "httproute", "qwen", "the HTTPRoute deleted", |r| {
                 r.is_none()
+            })
+            .await;
+        }
+        Scenario::Download => {
+            let fetching = |name: &str, revision: &str| {
+                let mut vs = small_service(name);
+                vs["spec"]["modelName"] = json!(name);
+                vs["spec"]["modelSource"] = json!({"huggingFace": {"repo": "Qwen/Qwen2.5-1.5B-Instruct", "revision": revision}});
+                vs
+            };
+            let job_of = |vs: &serde_json::Value| {
+                let mut vs: vllmservice_api::VLLMService =
+                    serde_json::from_value(vs.clone()).unwrap();
+                vs.metadata.namespace = Some(ns.clone());
+                let valid = vllmservice_api::validate(&vs).unwrap();
+                vllmservice_controller::build::downloads(&valid)[0]
+                    .name
+                    .clone()
+            };
+            let main = job_of(&fetching("a", "main"));
+            env.create(fetching("a", "main")).await;
+            env.create(fetching("b", "main")).await;
+            let owners = |j: Option<&serde_json::Value>| -> Vec<String> {
+                j.and_then(|j| j["metadata"]["ownerReferences"].as_array().cloned())
+                    .unwrap_or_default()
+                    .iter()
+                    .filter_map(|r| r["name"].as_str().map(String::from))
+                    .collect()
+            };
+            wait_object(&ns, "job", &main, "the shared Job with two owners", |j| {
+                owners(j).len() == 2
+            })
+            .await;
+            env.patch_spec(
+                "b",
+                json!({"modelSource": {"huggingFace": {"revision": "v2"}}}),
+            )
+            .await;
+            wait_object(&ns, "job", &main, "b no longer an owner", |j| {
+                owners(j) == ["a"]
+            })
+            .await;
+            env.patch_spec(
+                "a",
+                json!({"modelSource": {"huggingFace": {"revision": "v2"}}}),
+            )
+            .await;
+            wait_object(&ns, "job", &main, "the Job of main deleted", |j| {
+                j.is_none_or(|j| !j["metadata"]["deletionTimestamp"].is_null())
+            })
+            .await;
+            // A Job that is not the operator's where c's download would be.
+            let c = fetching("c", "v3");
+            kubectl_apply(
+                &ns,
+                &format!(
+                    "apiVersion: batch/v1
+kind: Job
+metadata: {{name: {}}}
+spec:
+  suspend: true
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{{name: c, image: localhost/busybox:dev}}]
+",
+                    job_of(&c)
+                ),
+            );
+            env.create(c).await;
+            env.wait_for("c", "Degraded naming the foreign Job", |vs| {
+                common::condition(vs, "Degraded")
+                    .is_some_and(|c| c.1 == "ResourceConflict" && c.2.contains("Job"))
             })
             .await;
         }
