@@ -6,7 +6,10 @@
 #   localhost/vllm-sim:dev              target/<profile>/vllm-sim   (entrypoint /usr/local/bin/vllm-sim, user 65532, port 8000),
 #                                       plus /bin/busybox (static) so that tests can `kubectl exec` into
 #                                       the simulator's container (df /dev/shm, /proc/mounts, a write to
-#                                       the read-only model mount, env); vLLM's real image has a shell too
+#                                       the read-only model mount, env); vLLM's real image has a shell too;
+#                                       plus target/<profile>/hf at /usr/local/bin/hf (the simulator of
+#                                       huggingface_hub's `hf download`, as vLLM's image has the real one)
+#                                       and its fixture Hub, crates/vllm-sim/hub, at /srv/hub
 #   localhost/busybox:dev               Debian's busybox-static (/bin/busybox): sh, httpd, nc, wget for
 #                                       tests and debugging; entrypoint /bin/busybox, user 65532
 #   localhost/vllmservice-operator:dev  target/<profile>/vllmservice-operator
@@ -53,11 +56,24 @@ image() {
   local base=${name#localhost/}; base=${base%%:*}
   local tar=$out/$base.tar stamp=$out/$base.stamp key
   [ -x "$binary" ] || die "$binary not found"
-  # Inputs: the binary (size, mtime, inode), the libraries ldd lists, --extra files, the recipe and its arguments.
-  local a extras=()
-  for a in "$@"; do case $a in /*:/*) extras+=("${a%%:*}") ;; esac; done
-  key=$( { stat -c '%s %Y %i' "$binary" "${extras[@]}"; ldd "$binary" 2>/dev/null | awk '/=>/ {print $3} /^\t\// {print $1}' \
-           | xargs -r stat -L -c '%n %s %Y'; cat "$here/oci.py"; echo "$name $*"; } | sha256sum | cut -c1-32)
+  # Inputs: the binary and the --extra files (size, mtime, inode), the libraries ldd lists for them,
+  # the contents of every file of the --tree directories, the recipe and its arguments.
+  local a prev= extras=() trees=() t
+  for a in "$@"; do
+    case $prev:$a in
+      --tree:/*:/*) trees+=("${a%%:*}") ;;
+      *:/*:/*) extras+=("${a%%:*}") ;;
+    esac
+    prev=$a
+  done
+  for t in "${trees[@]}"; do [ -d "$t" ] || die "$t is not a directory"; done
+  key=$( { stat -c '%s %Y %i' "$binary" "${extras[@]}"
+           for a in "$binary" "${extras[@]}"; do ldd "$a" 2>/dev/null; done | awk '/=>/ {print $3} /^\t\// {print $1}' \
+             | sort -u | xargs -r stat -L -c '%n %s %Y'
+           for t in "${trees[@]}"; do
+             (cd "$t" && find -L . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum)
+           done
+           cat "$here/oci.py"; echo "$name $*"; } | sha256sum | cut -c1-32)
   if [ -f "$tar" ] && [ -f "$stamp" ] && [ "$(head -n1 "$stamp")" = "$key" ]; then
     echo "$name $tar $(sed -n 2p "$stamp")"
     return 0
@@ -79,17 +95,21 @@ need_busybox() {
   return 0
 }
 
-cargo_bin() { # package binary
-  local bin=$repo/target/$profile/$2
+cargo_bin() { # package binary [more binaries of the package]: prints the first one's path
+  local pkg=$1; shift
+  local b bins=() flag=()
+  for b in "$@"; do bins+=(--bin "$b"); done
   if [ $cargo = 1 ]; then
-    local flag=(); [ "$profile" = release ] && flag=(--release)
+    [ "$profile" = release ] && flag=(--release)
     [ "$profile" = debug ] || [ "$profile" = release ] || die "--cargo knows the debug and release profiles only"
-    echo "images: cargo build ${flag[*]} -p $1 ..." >&2
-    (cd "$repo" && cargo build "${flag[@]}" -p "$1" --bin "$2" >&2) || die "cargo build -p $1 failed"
+    echo "images: cargo build ${flag[*]} -p $pkg ${bins[*]} ..." >&2
+    (cd "$repo" && cargo build "${flag[@]}" -p "$pkg" "${bins[@]}" >&2) || die "cargo build -p $pkg failed"
   fi
-  local hint="cargo build -p $1"; [ "$profile" = release ] && hint+=" --release"
-  [ -x "$bin" ] || die "$bin is not built: run \`$hint\` (or hack/images/build.sh --cargo)"
-  echo "$bin"
+  local hint="cargo build -p $pkg"; [ "$profile" = release ] && hint+=" --release"
+  for b in "$@"; do
+    [ -x "$repo/target/$profile/$b" ] || die "$repo/target/$profile/$b is not built: run \`$hint\` (or hack/images/build.sh --cargo)"
+  done
+  echo "$repo/target/$profile/$1"
 }
 
 for w in "${want[@]}"; do
@@ -107,11 +127,12 @@ for w in "${want[@]}"; do
       image localhost/busybox:dev /bin/busybox --dest /bin/busybox --entrypoint '["/bin/busybox"]' \
         --cmd '["sh"]' --user 65532:65532 ;;
     vllm-sim)
-      b=$(cargo_bin vllm-sim vllm-sim) || exit 1
+      b=$(cargo_bin vllm-sim vllm-sim hf) || exit 1
       need_busybox
       image localhost/vllm-sim:dev "$b" --dest /usr/local/bin/vllm-sim \
         --entrypoint '["/usr/local/bin/vllm-sim"]' --user 65532:65532 --port 8000/tcp \
-        --extra /bin/busybox:/bin/busybox ;;
+        --extra /bin/busybox:/bin/busybox --extra "$(dirname "$b")/hf:/usr/local/bin/hf" \
+        --tree "$repo/crates/vllm-sim/hub:/srv/hub" ;;
     operator)
       # Entrypoint, cmd, user and ports are read from the Dockerfile's last stage,
       # so both builds give the same image configuration.

@@ -2,7 +2,9 @@
 """Builds a single-layer OCI image layout archive from a binary, without Docker.
 
 The layer holds the binary, the shared libraries `ldd` says it loads (none for
-a static binary), /etc/passwd and /etc/group naming the image's user, and /tmp.
+a static binary), /etc/passwd and /etc/group naming the image's user, and /tmp;
+plus any --extra executables (and the libraries they load) and --tree
+directories of plain files (mode 0644, directories 0755: readable by any user).
 The archive (oci-layout, index.json, blobs/sha256/...) imports with
 `ctr -n k8s.io images import`: index.json carries the image's name in the
 `io.containerd.image.name` annotation.
@@ -13,7 +15,8 @@ the same manifest digest, so the importer can skip an unchanged image.
   oci.py --name localhost/vllm-sim:dev --binary target/debug/vllm-sim \
          --dest /usr/local/bin/vllm-sim --entrypoint '["/usr/local/bin/vllm-sim"]' \
          --cmd '[]' --user 65532:65532 --port 8000/tcp --env K=V \
-         [--extra /bin/busybox:/bin/busybox] --out image.tar
+         [--extra /bin/busybox:/bin/busybox] [--extra target/debug/hf:/usr/local/bin/hf] \
+         [--tree crates/vllm-sim/hub:/srv/hub] --out image.tar
 
 Prints the manifest digest.
 """
@@ -123,7 +126,9 @@ def main():
     p.add_argument("--label", action="append", default=[], help="K=V (repeatable)")
     p.add_argument("--workdir", default="/")
     p.add_argument("--extra", action="append", default=[],
-                   help="SRC:DEST, another (static) file in the image (repeatable)")
+                   help="SRC:DEST, another executable in the image, with the libraries it loads (repeatable)")
+    p.add_argument("--tree", action="append", default=[],
+                   help="SRCDIR:DEST, a directory of plain files copied to DEST (repeatable)")
     p.add_argument("--out", required=True)
     a = p.parse_args()
 
@@ -136,9 +141,22 @@ def main():
         src, _, dest = extra.partition(":")
         if not dest.startswith("/") or not os.access(src, os.X_OK):
             sys.exit(f"oci.py: --extra {extra}: want SRC:DEST with an executable SRC and an absolute DEST")
-        if shared_libraries(src):
-            sys.exit(f"oci.py: --extra {src} is not static")
         files[dest] = (src, 0o755)
+        # A dynamically linked extra brings its libraries, as the main binary does.
+        for lib in shared_libraries(src):
+            files[lib] = (os.path.realpath(lib), 0o755)
+    for tree in a.tree:
+        src, _, dest = tree.partition(":")
+        if not dest.startswith("/") or not os.path.isdir(src):
+            sys.exit(f"oci.py: --tree {tree}: want SRCDIR:DEST with a directory SRCDIR and an absolute DEST")
+        for root, dirs, names in os.walk(src):
+            dirs.sort()
+            for name in sorted(names):
+                path = os.path.join(root, name)
+                if not os.path.isfile(path):
+                    sys.exit(f"oci.py: --tree {tree}: {path} is not a plain file")
+                rel = os.path.relpath(path, src)
+                files[os.path.join(dest, rel)] = (path, 0o644)
     layer = layer_bytes(files, a.user)
 
     blobs = {}

@@ -32,7 +32,8 @@ pub struct Args {
     pub enable_lora: bool,
     pub max_loras: u32,
     pub max_lora_rank: u32,
-    pub lora_modules: Vec<String>,
+    /// `--lora-modules`, parsed as vLLM's `LoRAParserAction` does.
+    pub lora_modules: Vec<LoraModule>,
     /// Tokens the simulator does not know (flags and their values, extra positionals), in order.
     pub unknown: Vec<String>,
     /// The tokens of `--shutdown-timeout` as given (for the "old vLLM" emulation).
@@ -68,6 +69,122 @@ impl Default for Args {
     }
 }
 
+/// vLLM's `LoRAModulePath`: one `--lora-modules` entry, `name=path` or
+/// `{"name": ..., "path": ..., "base_model_name": ...}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoraModule {
+    pub name: String,
+    pub path: String,
+    pub base_model_name: Option<String>,
+}
+
+impl LoraModule {
+    /// The dataclass's `repr`, as the non-default-args line shows it.
+    pub fn repr(&self) -> String {
+        format!(
+            "LoRAModulePath(name={}, path={}, base_model_name={})",
+            py::repr_str(&self.name),
+            py::repr_str(&self.path),
+            self.base_model_name
+                .as_deref()
+                .map(py::repr_str)
+                .unwrap_or_else(|| "None".into())
+        )
+    }
+}
+
+/// `LoRAParserAction` (vllm/entrypoints/openai/cli_args.py): `name=path` when the item has a `=`
+/// and no `,`, else JSON for `LoRAModulePath(**item)`; empty items are skipped.
+pub fn parse_lora_modules(values: &[String]) -> Result<Vec<LoraModule>, Parsed> {
+    let mut out = Vec::new();
+    for item in values {
+        if item.is_empty() {
+            continue;
+        }
+        if item.contains('=') && !item.contains(',') {
+            let parts: Vec<&str> = item.split('=').collect();
+            if parts.len() != 2 {
+                // `name, path = item.split("=")` in the action: an uncaught ValueError.
+                return Err(Parsed::Crash(
+                    "Traceback (most recent call last):\n  File \"/usr/local/bin/vllm\", line 10, in <module>\n    \
+                     sys.exit(main())\n             ^^^^^^\n  File \"/usr/local/lib/python3.12/dist-packages/vllm/\
+                     entrypoints/openai/cli_args.py\", line 46, in __call__\n    name, path = item.split(\"=\")\n    \
+                     ^^^^^^^^^^\nValueError: too many values to unpack (expected 2)\n"
+                    .to_string()));
+            }
+            out.push(LoraModule {
+                name: parts[0].to_string(),
+                path: parts[1].to_string(),
+                base_model_name: None,
+            });
+            continue;
+        }
+        let fields_error = |why: String| {
+            Parsed::Error(ArgError(format!(
+                "Invalid fields for --lora-modules: {item} - {why}"
+            )))
+        };
+        let v: serde_json::Value = serde_json::from_str(item).map_err(|_| {
+            Parsed::Error(ArgError(format!(
+                "Invalid JSON format for --lora-modules: {item}"
+            )))
+        })?;
+        let serde_json::Value::Object(map) = v else {
+            let kind = match v {
+                serde_json::Value::Array(_) => "list",
+                serde_json::Value::String(_) => "str",
+                serde_json::Value::Bool(_) => "bool",
+                serde_json::Value::Null => "NoneType",
+                serde_json::Value::Number(n) if n.is_f64() => "float",
+                _ => "int",
+            };
+            return Err(fields_error(format!(
+                "vllm.entrypoints.openai.models.protocol.LoRAModulePath() argument after ** must be a mapping, \
+                 not {kind}"
+            )));
+        };
+        if let Some(k) = map
+            .keys()
+            .find(|k| !["name", "path", "base_model_name"].contains(&k.as_str()))
+        {
+            return Err(fields_error(format!(
+                "LoRAModulePath.__init__() got an unexpected keyword argument '{k}'"
+            )));
+        }
+        let missing: Vec<&str> = ["name", "path"]
+            .into_iter()
+            .filter(|k| !map.contains_key(*k))
+            .collect();
+        match missing.as_slice() {
+            [] => {}
+            [one] => {
+                return Err(fields_error(format!(
+                    "LoRAModulePath.__init__() missing 1 required positional argument: '{one}'"
+                )));
+            }
+            _ => {
+                return Err(fields_error(
+                    "LoRAModulePath.__init__() missing 2 required positional arguments: 'name' and 'path'"
+                        .into(),
+                ));
+            }
+        }
+        let text = |v: &serde_json::Value| match v {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        out.push(LoraModule {
+            name: text(&map["name"]),
+            path: text(&map["path"]),
+            base_model_name: map
+                .get("base_model_name")
+                .filter(|v| !v.is_null())
+                .map(text),
+        });
+    }
+    Ok(out)
+}
+
 impl Args {
     /// The names the model is served under (default: the `--model` value).
     pub fn served_names(&self) -> Vec<String> {
@@ -82,6 +199,10 @@ impl Args {
 pub enum Parsed {
     Run(Box<Args>),
     Help,
+    /// An argparse error (exit 2).
+    Error(ArgError),
+    /// An uncaught exception while parsing: the traceback (exit 1).
+    Crash(String),
 }
 
 /// An argparse error: printed as the usage line, then `vllm serve: error: <message>`, exit 2.
@@ -492,7 +613,11 @@ pub fn parse(raw: &[String], old_vllm: bool) -> Result<Parsed, ArgError> {
                 }
                 a.max_lora_rank = n as u32;
             }
-            "lora_modules" => a.lora_modules = values.clone(),
+            "lora_modules" => match parse_lora_modules(&values) {
+                Ok(m) => a.lora_modules = m,
+                Err(Parsed::Error(e)) => return Err(e),
+                Err(other) => return Ok(other),
+            },
             _ => unreachable!("every spec has a destination"),
         }
         if !set.contains(&spec.dest) {
@@ -530,17 +655,6 @@ fn nonneg(n: i64, shown: &str, v: &str) -> Result<u32, ArgError> {
     })
 }
 
-fn lora_repr(m: &str) -> String {
-    match m.split_once('=') {
-        Some((name, path)) if !m.trim_start().starts_with('{') => format!(
-            "LoRAModulePath(name={}, path={}, base_model_name=None)",
-            py::repr_str(name),
-            py::repr_str(path)
-        ),
-        _ => py::repr_str(m),
-    }
-}
-
 fn non_default(a: &Args, set: &[&'static str]) -> Vec<(&'static str, String)> {
     let d = Args::default();
     let mut out = Vec::new();
@@ -572,7 +686,7 @@ fn non_default(a: &Args, set: &[&'static str]) -> Vec<(&'static str, String)> {
             "max_loras" if a.max_loras != d.max_loras => a.max_loras.to_string(),
             "max_lora_rank" if a.max_lora_rank != d.max_lora_rank => a.max_lora_rank.to_string(),
             "lora_modules" => {
-                let items: Vec<String> = a.lora_modules.iter().map(|m| lora_repr(m)).collect();
+                let items: Vec<String> = a.lora_modules.iter().map(LoraModule::repr).collect();
                 format!("[{}]", items.join(", "))
             }
             _ => continue,
@@ -609,7 +723,7 @@ mod tests {
         let v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         match parse(&v, old)? {
             Parsed::Run(a) => Ok(*a),
-            Parsed::Help => panic!("help"),
+            other => panic!("{other:?}"),
         }
     }
 
@@ -766,8 +880,60 @@ mod tests {
         assert!(a.enable_lora);
         assert_eq!(a.max_loras, 2);
         assert_eq!(a.max_lora_rank, 64);
-        assert_eq!(a.lora_modules, vec!["a=/l/a", "b=/l/b"]);
+        let names: Vec<(&str, &str)> = a
+            .lora_modules
+            .iter()
+            .map(|m| (m.name.as_str(), m.path.as_str()))
+            .collect();
+        assert_eq!(names, vec![("a", "/l/a"), ("b", "/l/b")]);
         assert!(!p(&["/m", "--no-enable-lora"]).unwrap().enable_lora);
+        let a = p(&[
+            "/m",
+            "--lora-modules",
+            r#"{"name": "sql", "path": "/l/sql", "base_model_name": "qwen"}"#,
+        ])
+        .unwrap();
+        assert_eq!(
+            a.lora_modules,
+            vec![LoraModule {
+                name: "sql".into(),
+                path: "/l/sql".into(),
+                base_model_name: Some("qwen".into())
+            }]
+        );
+        assert_eq!(
+            a.non_default,
+            vec![
+                ("model_tag", "'/m'".to_string()),
+                (
+                    "lora_modules",
+                    "[LoRAModulePath(name='sql', path='/l/sql', base_model_name='qwen')]"
+                        .to_string()
+                ),
+                ("model", "'/m'".to_string()),
+            ]
+        );
+        assert_eq!(
+            err(&["/m", "--lora-modules", "sql-lora"]),
+            "Invalid JSON format for --lora-modules: sql-lora"
+        );
+        assert_eq!(
+            err(&["/m", "--lora-modules", r#"{"name": "x", "paht": "/p"}"#]),
+            "Invalid fields for --lora-modules: {\"name\": \"x\", \"paht\": \"/p\"} - LoRAModulePath.__init__() got an \
+             unexpected keyword argument 'paht'"
+        );
+        assert_eq!(
+            err(&["/m", "--lora-modules", r#"{"name": "x"}"#]),
+            "Invalid fields for --lora-modules: {\"name\": \"x\"} - LoRAModulePath.__init__() missing 1 required \
+             positional argument: 'path'"
+        );
+        let v: Vec<String> = ["/m", "--lora-modules", "a=b=c"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert!(
+            matches!(parse(&v, false), Ok(Parsed::Crash(t)) if t.ends_with("ValueError: too many values to unpack (expected 2)\n"))
+        );
     }
 
     #[test]

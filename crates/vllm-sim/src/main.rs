@@ -6,6 +6,7 @@
 
 mod args;
 mod log;
+mod lora;
 mod metrics;
 mod model;
 mod py;
@@ -139,6 +140,14 @@ fn main() -> ExitCode {
         Parsed::Help => {
             print!("{}", args::help());
             return ExitCode::SUCCESS;
+        }
+        Parsed::Error(e) => {
+            log::stderr(&e.render());
+            return ExitCode::from(2);
+        }
+        Parsed::Crash(traceback) => {
+            log::stderr(&traceback);
+            return ExitCode::from(1);
         }
         Parsed::Run(a) => a,
     };
@@ -281,6 +290,28 @@ fn shared_memory_error(tp: u32) -> u8 {
     log::stderr(
         "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n",
     );
+    1
+}
+
+/// A static LoRA adapter that the engine core refused: its log, then the API server's
+/// traceback (`init_static_loras` raises the engine's message as a ValueError). Exit code 1.
+fn lora_failure(e: &lora::LoraError) -> u8 {
+    log::error(Proc::Engine, "core.py:1124", &e.engine_log());
+    let api = "/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/openai/api_server.py";
+    log::stderr(&format!(
+        "Traceback (most recent call last):\n  File \"/usr/local/bin/vllm\", line 10, in <module>\n    sys.exit(main())\n\
+         \x20            ^^^^^^\n  File \"/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/cli/main.py\", line 73, \
+         in main\n    args.dispatch_function(args)\n  File \"/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/cli/\
+         serve.py\", line 111, in cmd\n    uvloop.run(run_server(args))\n  File \"/usr/local/lib/python3.12/dist-packages/\
+         uvloop/__init__.py\", line 96, in run\n    return __asyncio.run(\n           ^^^^^^^^^^^^^^\n  File \"{api}\", \
+         line 1949, in run_server\n    await run_server_worker(listen_address, sock, args, **uvicorn_kwargs)\n  File \
+         \"{api}\", line 1979, in run_server_worker\n    await init_app_state(engine_client, app.state, args, \
+         supported_tasks)\n  File \"{api}\", line 1733, in init_app_state\n    await \
+         state.openai_serving_models.init_static_loras()\n  File \"/usr/local/lib/python3.12/dist-packages/vllm/\
+         entrypoints/openai/models/serving.py\", line 132, in init_static_loras\n    raise \
+         ValueError(load_result.error.message)\nValueError: {}\n",
+        e.api_message()
+    ));
     1
 }
 
@@ -540,14 +571,29 @@ async fn run(a: args::Args, env: Env) -> u8 {
             return 1;
         }
     };
-    let loras = a
-        .lora_modules
-        .iter()
-        .filter_map(|m| {
-            m.split_once('=')
-                .map(|(n, p)| (n.to_string(), p.to_string()))
-        })
-        .collect();
+    log::info(
+        Proc::Api,
+        "api_server.py:1634",
+        "Supported_tasks: ['generate']",
+    );
+    // init_app_state: the static LoRA adapters, each loaded by the engine core.
+    let mut loras = Vec::new();
+    for m in &a.lora_modules {
+        match lora::load(m, a.enable_lora, a.max_lora_rank, &names) {
+            Ok(l) => {
+                log::info(
+                    Proc::Api,
+                    "serving.py:208",
+                    &format!(
+                        "Loaded new LoRA adapter: name '{}', path '{}'",
+                        l.name, l.path
+                    ),
+                );
+                loras.push(l);
+            }
+            Err(e) => return lora_failure(&e),
+        }
+    }
     let app = server::App::new(
         server::Served {
             names: names.clone(),
@@ -560,11 +606,6 @@ async fn run(a: args::Args, env: Env) -> u8 {
             gpu_memory_utilization: util,
         },
         a.max_num_seqs,
-    );
-    log::info(
-        Proc::Api,
-        "api_server.py:1634",
-        "Supported_tasks: ['generate']",
     );
     log::info(
         Proc::Api,

@@ -61,8 +61,8 @@ pub struct Served {
     pub names: Vec<String>,
     pub model_path: String,
     pub max_model_len: u64,
-    /// (name, path) of `--lora-modules name=path`.
-    pub loras: Vec<(String, String)>,
+    /// The static LoRA adapters (`--lora-modules`), loaded.
+    pub loras: Vec<crate::lora::ServedLora>,
     pub version: String,
     pub token_delay: Duration,
     pub num_gpu_blocks: u64,
@@ -122,7 +122,7 @@ impl App {
 
     fn serves(&self, model: &str) -> bool {
         self.served.names.iter().any(|n| n == model)
-            || self.served.loras.iter().any(|(n, _)| n == model)
+            || self.served.loras.iter().any(|l| l.name == model)
     }
 }
 
@@ -185,10 +185,11 @@ async fn version(State(app): State<Arc<App>>) -> Response {
 
 async fn models(State(app): State<Arc<App>>) -> Response {
     let s = &app.served;
+    // vLLM's ModelCard; its LoRA cards carry no max_model_len.
     let card = |id: &str, root: &str, parent: Option<&str>| {
         json!({
             "id": id, "object": "model", "created": app.created, "owned_by": "vllm", "root": root,
-            "parent": parent, "max_model_len": s.max_model_len,
+            "parent": parent, "max_model_len": if parent.is_none() { Some(s.max_model_len) } else { None },
             "permission": [{
                 "id": format!("modelperm-{:032x}", app.created), "object": "model_permission",
                 "created": app.created, "allow_create_engine": false, "allow_sampling": true,
@@ -202,8 +203,8 @@ async fn models(State(app): State<Arc<App>>) -> Response {
         .iter()
         .map(|n| card(n, &s.model_path, None))
         .collect();
-    for (name, path) in &s.loras {
-        data.push(card(name, path, Some(&s.names[0])));
+    for l in &s.loras {
+        data.push(card(&l.name, &l.path, Some(&l.parent)));
     }
     json_response(StatusCode::OK, &json!({"object": "list", "data": data}))
 }

@@ -699,3 +699,173 @@ fn sigterm_without_shutdown_timeout_aborts_in_flight_requests() {
     assert!(out.contains("mode=abort"), "{out}");
     assert!(took < Duration::from_secs(1), "took {took:?}");
 }
+
+/// An adapter of the fixture hub (crates/vllm-sim/hub/org/<name>/main).
+fn hub_adapter(name: &str) -> String {
+    format!("{}/hub/org/{name}/main", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn static_lora_adapters_are_served_by_name() {
+    let dir = ModelDir::new("lora");
+    let sql = hub_adapter("sql-lora");
+    let chat = format!(
+        r#"{{"name": "chat-lora", "path": "{}", "base_model_name": "qwen"}}"#,
+        hub_adapter("chat-lora")
+    );
+    let sim = Sim::start(
+        &dir.path(),
+        &[
+            "--enable-lora",
+            "--max-loras",
+            "2",
+            "--lora-modules",
+            &format!("sql-lora={sql}"),
+            &chat,
+        ],
+        &[],
+    );
+    sim.wait_ready();
+    let out = sim.output();
+    assert!(out.contains(&format!(
+        "[serving.py:208] Loaded new LoRA adapter: name 'sql-lora', path '{sql}'"
+    )));
+    assert!(out.contains("'lora_modules': [LoRAModulePath(name='sql-lora', path='"));
+    assert!(out.contains("base_model_name='qwen')]"));
+    let (status, body) = http(sim.port, "GET", "/v1/models", "");
+    assert_eq!(status, 200);
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let data = v["data"].as_array().unwrap();
+    assert_eq!(data.len(), 3);
+    assert_eq!(data[0]["id"], "qwen");
+    assert_eq!(data[0]["max_model_len"], 4096);
+    assert_eq!(data[1]["id"], "sql-lora");
+    assert_eq!(data[1]["root"], sql.as_str());
+    assert_eq!(data[1]["parent"], "qwen");
+    assert_eq!(data[1]["owned_by"], "vllm");
+    assert!(data[1]["max_model_len"].is_null());
+    assert_eq!(data[2]["id"], "chat-lora");
+    let (status, body) = http(
+        sim.port,
+        "POST",
+        "/v1/completions",
+        r#"{"model": "sql-lora", "prompt": "select", "max_tokens": 3}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["model"], "sql-lora");
+    assert_eq!(v["choices"][0]["text"], "The simulated model");
+    let (status, _) = http(
+        sim.port,
+        "POST",
+        "/v1/chat/completions",
+        r#"{"model": "chat-lora", "messages": [{"role": "user", "content": "hi"}]}"#,
+    );
+    assert_eq!(status, 200);
+    let (status, body) = http(
+        sim.port,
+        "POST",
+        "/v1/completions",
+        r#"{"model": "big-lora", "prompt": "x"}"#,
+    );
+    assert_eq!(status, 404);
+    assert!(body.contains("The model `big-lora` does not exist."));
+}
+
+#[test]
+fn static_lora_failures_end_the_server_as_vllm() {
+    let dir = ModelDir::new("lorafail");
+    let big = format!("big-lora={}", hub_adapter("big-lora"));
+    let sql = format!("sql-lora={}", hub_adapter("sql-lora"));
+    let cases: Vec<(Vec<&str>, i32, String)> = vec![
+        (
+            vec!["--enable-lora", "--lora-modules", &big],
+            1,
+            "ValueError: Call to add_lora method failed: LoRA rank 64 is greater than max_lora_rank 16.\n"
+                .into(),
+        ),
+        (
+            vec!["--enable-lora", "--lora-modules", "gone=/nonexistent/lora"],
+            1,
+            "ValueError: Call to add_lora method failed: Loading lora gone failed: No adapter found for \
+             /nonexistent/lora\n"
+                .into(),
+        ),
+        (
+            vec!["--lora-modules", &sql],
+            1,
+            "ValueError: Call to add_lora method failed: LoRA is not enabled. Use --enable-lora to enable LoRA.\n"
+                .into(),
+        ),
+        (
+            vec!["--enable-lora", "--lora-modules", "sql-lora"],
+            2,
+            "vllm serve: error: Invalid JSON format for --lora-modules: sql-lora\n".into(),
+        ),
+    ];
+    for (extra, code, tail) in cases {
+        let mut sim = Sim::start(&dir.path(), &extra, &[]);
+        let (got, out) = sim.finish();
+        assert_eq!(got, code, "{extra:?}:\n{out}");
+        assert!(out.contains(&tail), "{extra:?}: no {tail:?} in\n{out}");
+        if code == 1 {
+            assert!(out.contains("[core.py:1124] Invocation of add_lora method failed"));
+            assert!(!out.contains("Starting vLLM API server"));
+        }
+    }
+    // The rank fits once --max-lora-rank allows it.
+    let sim = Sim::start(
+        &dir.path(),
+        &[
+            "--enable-lora",
+            "--max-lora-rank",
+            "64",
+            "--lora-modules",
+            &big,
+        ],
+        &[],
+    );
+    sim.wait_ready();
+}
+
+/// The download Job's path, end to end: `hf download` of an adapter, then vLLM serving it.
+#[test]
+fn an_adapter_downloaded_with_hf_is_served() {
+    let dir = ModelDir::new("hflora");
+    let target = dir.0.join("loras/sql-lora");
+    let out = Command::new(env!("CARGO_BIN_EXE_hf"))
+        .args([
+            "download",
+            "org/sql-lora",
+            "--revision",
+            "main",
+            "--local-dir",
+        ])
+        .arg(&target)
+        .env(
+            "VLLM_SIM_HUB_DIR",
+            format!("{}/hub", env!("CARGO_MANIFEST_DIR")),
+        )
+        .env_remove("HF_TOKEN")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let module = format!("sql-lora={}", target.display());
+    let sim = Sim::start(
+        &dir.path(),
+        &["--enable-lora", "--lora-modules", &module],
+        &[],
+    );
+    sim.wait_ready();
+    let (status, body) = http(
+        sim.port,
+        "POST",
+        "/v1/completions",
+        r#"{"model": "sql-lora", "prompt": "select 1", "max_tokens": 2}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+}
