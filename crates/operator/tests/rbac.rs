@@ -954,6 +954,8 @@ spec: {maxUnavailable: 1, selector: {matchLabels: {app: foreign}}}
                 let mut vs: vllmservice_api::VLLMService =
                     serde_json::from_value(vs.clone()).unwrap();
                 vs.metadata.namespace = Some(ns.clone());
+                // The Job's name does not depend on the owner; the builder needs one.
+                vs.metadata.uid = Some("00000000-0000-0000-0000-000000000000".into());
                 let valid = vllmservice_api::validate(&vs).unwrap();
                 vllmservice_controller::build::downloads(&valid)[0]
                     .name
