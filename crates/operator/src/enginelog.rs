@@ -23,8 +23,10 @@ pub struct Diagnosis {
 }
 
 /// Every reason a diagnosis can have.
-pub const REASONS: [&str; 9] = [
+pub const REASONS: [&str; 11] = [
     "KVCacheTooSmall",
+    "LoRARankTooLarge",
+    "LoRAAdapterNotFound",
     "GPUMemoryInsufficient",
     "ModelNotFound",
     "TensorParallelNotDivisible",
@@ -101,6 +103,9 @@ pub fn diagnose(log: &str, ended: &Ended, facts: &Facts) -> Option<Diagnosis> {
         return Some(d);
     }
     if let Some(d) = tensor_parallel(&lines) {
+        return Some(d);
+    }
+    if let Some(d) = lora_adapter(&lines) {
         return Some(d);
     }
     if let Some(d) = unrecognized_argument(&lines) {
@@ -321,6 +326,46 @@ fn tensor_parallel(lines: &[&str]) -> Option<Diagnosis> {
             "the model has {heads} attention heads, which engineArgs.tensorParallelSize {tp} does not \
              divide: use one of {} (and as many GPUs in resources)",
             valid.join(", ")
+        ),
+    })
+}
+
+/// A static LoRA adapter (`--lora-modules`, from spec.loraAdapters) that vLLM could not load.
+fn lora_adapter(lines: &[&str]) -> Option<Diagnosis> {
+    if let Some(line) = lines
+        .iter()
+        .rev()
+        .find(|l| l.contains("is greater than max_lora_rank"))
+    {
+        let rank = number_after(line, "LoRA rank ")?;
+        let max = number_after(line, "max_lora_rank ")?;
+        let r: u32 = rank.parse().ok()?;
+        let fits = [1u32, 8, 16, 32, 64, 128, 256, 320, 512]
+            .into_iter()
+            .find(|&v| v >= r)
+            .map(|v| format!("{v}"))
+            .unwrap_or_else(|| "512".into());
+        return Some(Diagnosis {
+            reason: "LoRARankTooLarge",
+            message: format!(
+                "a LoRA adapter of spec.loraAdapters has rank {rank}, more than vLLM's \
+                 max_lora_rank {max}: set spec.engineArgs.maxLoraRank to {fits} or more, or \
+                 remove the adapter"
+            ),
+        });
+    }
+    let line = lines
+        .iter()
+        .rev()
+        .find(|l| l.contains("failed: No adapter found for "))?;
+    let path = line.split("No adapter found for ").nth(1)?.trim();
+    let name = text_between(line, "Loading lora ", " failed").unwrap_or("an adapter");
+    Some(Diagnosis {
+        reason: "LoRAAdapterNotFound",
+        message: format!(
+            "vLLM finds no LoRA adapter {name} at '{path}' (spec.loraAdapters): the directory \
+             must hold adapter_config.json and the adapter's weights; fix the path or the \
+             volume's contents"
         ),
     })
 }
@@ -775,6 +820,27 @@ mod tests {
                 "630 s (startupProbe initialDelaySeconds 30 + periodSeconds 10 × failureThreshold 60)",
                 "raise startupProbe.failureThreshold",
             ],
+        );
+    }
+
+    #[test]
+    fn lora_adapters_that_do_not_load_say_which_and_the_fix() {
+        let ended = Ended::Exited {
+            code: 1,
+            reason: Some("Error".into()),
+            ran_seconds: Some(3),
+        };
+        check(
+            fixture!("lora-rank-v0.18.log"),
+            &ended,
+            "LoRARankTooLarge",
+            &["rank 64", "max_lora_rank 16", "maxLoraRank to 64"],
+        );
+        check(
+            fixture!("lora-not-found-v0.18.log"),
+            &ended,
+            "LoRAAdapterNotFound",
+            &["nope", "'/data/models/loras/nope'", "adapter_config.json"],
         );
     }
 

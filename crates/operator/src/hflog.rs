@@ -67,23 +67,39 @@ fn lines(log: &str) -> impl DoubleEndedIterator<Item = &str> {
 /// the client's messages for a gated repository also mention authentication,
 /// and a missing repository's mention gated repositories.
 pub fn classify(log: &str) -> Classified {
-    const PATTERNS: &[(&str, Failure)] = &[
-        ("GatedRepoError", Failure::GatedRepo),
-        ("Cannot access gated repo", Failure::GatedRepo),
-        ("RevisionNotFoundError", Failure::RevisionNotFound),
-        ("Revision Not Found for url", Failure::RevisionNotFound),
-        ("Invalid rev id", Failure::RevisionNotFound),
-        ("RepositoryNotFoundError", Failure::RepoNotFound),
-        ("Repository Not Found for url", Failure::RepoNotFound),
-        ("No space left on device", Failure::DiskFull),
-        ("[Errno 28]", Failure::DiskFull),
+    // Per failure, the client's words, the most telling first (it becomes the evidence);
+    // exception names with their colon, so that a traceback's `raise ...(GatedRepoError, ...)`
+    // line is not taken for the message.
+    const KINDS: &[(Failure, &[&str])] = &[
+        (
+            Failure::GatedRepo,
+            &["Cannot access gated repo", "GatedRepoError:"],
+        ),
+        (
+            Failure::RevisionNotFound,
+            &[
+                "Invalid rev id",
+                "Revision Not Found for url",
+                "RevisionNotFoundError:",
+            ],
+        ),
+        (
+            Failure::RepoNotFound,
+            &["Repository Not Found for url", "RepositoryNotFoundError:"],
+        ),
+        (
+            Failure::DiskFull,
+            &["No space left on device", "[Errno 28]"],
+        ),
     ];
-    for (pattern, failure) in PATTERNS {
-        if let Some(line) = lines(log).find(|l| l.contains(pattern)) {
-            return Classified {
-                failure: *failure,
-                evidence: line.to_string(),
-            };
+    for (failure, patterns) in KINDS {
+        for pattern in *patterns {
+            if let Some(line) = lines(log).rev().find(|l| l.contains(pattern)) {
+                return Classified {
+                    failure: *failure,
+                    evidence: line.to_string(),
+                };
+            }
         }
     }
     // Otherwise the last thing said, which for a Python client is the exception.
@@ -162,6 +178,7 @@ mod tests {
         ] {
             let c = classify(&fixture(file));
             assert_eq!(c.failure, failure, "{file}: {c:?}");
+            assert!(!c.evidence.starts_with("raise "), "{file}: {c:?}");
             assert!(
                 !c.evidence.is_empty() && !c.evidence.contains('\n'),
                 "{file}"

@@ -16,7 +16,7 @@ use k8s_openapi::api::{
     core::v1::{Pod, Secret},
 };
 use kube::{
-    Api, ResourceExt,
+    ResourceExt,
     api::{ListParams, PostParams},
     runtime::{WatchStreamExt, watcher},
 };
@@ -219,6 +219,7 @@ async fn download_failures_give_their_reason_and_a_fix_runs_again() {
             })
             .await;
         let (_, _, message) = condition(&vs, "ModelReady").unwrap();
+        eprintln!("{name}: ModelReady {reason}: {message}");
         assert!(message.contains(fix), "{name}: {message}");
         let available = condition(&vs, "Available").unwrap();
         assert_eq!(
@@ -352,5 +353,42 @@ async fn a_shared_download_runs_once_and_a_new_revision_downloads_again() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     }
-    let _ = seen;
+}
+
+/// An adapter vLLM cannot load (rank above maxLoraRank, or no adapter at its
+/// path) is diagnosed from vLLM's log with the fix.
+#[tokio::test]
+async fn a_lora_adapter_vllm_cannot_load_is_diagnosed_with_the_fix() {
+    let env = Env::new("fetch-lora").await;
+    let _model = model_pvc(&env, "models").await;
+    let _op = Operator::start(&env.ns.name).await;
+    let mut big = sim_service("big", "models", json!([]));
+    big["spec"]["loraAdapters"] =
+        json!([{"name": "big-lora", "huggingFace": {"repo": "org/big-lora"}}]);
+    big["spec"]["engineArgs"] = json!({"maxLoraRank": 16});
+    let mut missing = sim_service("missing", "models", json!([]));
+    missing["spec"]["loraAdapters"] =
+        json!([{"name": "nope", "path": format!("{MOUNT}/loras/nope")}]);
+    env.create(big).await;
+    env.create(missing).await;
+    for (name, reason, fix) in [
+        (
+            "big",
+            "LoRARankTooLarge",
+            "spec.engineArgs.maxLoraRank to 64",
+        ),
+        ("missing", "LoRAAdapterNotFound", "/data/models/loras/nope"),
+    ] {
+        let vs = env
+            .wait_for(name, reason, |vs| {
+                condition(vs, "Degraded").is_some_and(|c| c.1 == reason)
+            })
+            .await;
+        let (_, _, message) = condition(&vs, "Degraded").unwrap();
+        assert!(message.contains(fix), "{name}: {message}");
+        assert!(
+            vs.status.unwrap().lora_adapters.is_empty(),
+            "{name}: nothing is served"
+        );
+    }
 }

@@ -614,10 +614,7 @@ fn scenario_for(group: &str, resource: &str, verb: &str) -> Option<Scenario> {
             _ => return None,
         },
         ("", "pods/log", "get") => CrashLoop,
-        ("batch", "jobs", v) => match v {
-            "list" | "watch" | "create" | "patch" | "delete" | "get" => Download,
-            _ => return None,
-        },
+        ("batch", "jobs", "list" | "watch" | "create" | "patch" | "delete" | "get") => Download,
         ("gateway.networking.k8s.io", "gateways", "list" | "watch") => Plain,
         ("apiextensions.k8s.io", "customresourcedefinitions", "list" | "watch") => Plain,
         ("events.k8s.io", "events", "create") => Plain,
