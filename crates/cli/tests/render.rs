@@ -188,3 +188,43 @@ fn render_takes_the_file_as_kubectl_users_type_it() {
     let none = render_with(&["render"], "");
     assert!(!none.status.success());
 }
+
+/// `render` shows the download Jobs (first: they run before any pod) and the
+/// LoRA flags in the Deployment's args.
+#[test]
+fn render_shows_the_download_jobs_and_the_lora_args() {
+    let path = testkit::repo_root().join("examples/full.yaml");
+    let out = render_with(&["render", "-f", path.to_str().unwrap()], "");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let docs: Vec<Value> = text
+        .split("\n---\n")
+        .map(|d| d.trim_start_matches("---\n"))
+        .filter(|d| d.contains("kind:"))
+        .map(|d| serde_saphyr::from_str(d).expect("rendered YAML parses"))
+        .collect();
+    let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    assert_eq!(&kinds[..3], ["Job", "Job", "Deployment"], "{text}");
+    let command = &docs[0]["spec"]["template"]["spec"]["containers"][0]["command"];
+    assert_eq!(
+        command,
+        &json!([
+            "hf",
+            "download",
+            "Qwen/Qwen2.5-7B-Instruct",
+            "--revision",
+            "main",
+            "--local-dir",
+            "/data/models/Qwen2.5-7B-Instruct"
+        ])
+    );
+    let args = docs[2]["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap();
+    let at = args
+        .iter()
+        .position(|a| a == "--lora-modules")
+        .expect("--lora-modules");
+    assert_eq!(args[at + 1], "sql-lora=/data/models/loras/sql");
+    assert_eq!(args[at + 2], "chat-lora=/data/models/loras/chat-lora");
+}

@@ -25,6 +25,19 @@ pub async fn publish(
     note: &str,
     child: Option<ObjectReference>,
 ) {
+    publish_about(ctx, &vs.object_ref(&()), type_, reason, note, child).await;
+}
+
+/// Publishes an event about an object by its reference (also one the typed
+/// cache cannot read), and the child it concerns, if any.
+pub async fn publish_about(
+    ctx: &Context,
+    about: &ObjectReference,
+    type_: EventType,
+    reason: &str,
+    note: &str,
+    child: Option<ObjectReference>,
+) {
     let event = Event {
         type_,
         reason: reason.into(),
@@ -32,8 +45,8 @@ pub async fn publish(
         action: "Reconcile".into(),
         secondary: child,
     };
-    if let Err(e) = ctx.recorder.publish(&event, &vs.object_ref(&())).await {
-        tracing::warn!(name = vs.name_any(), error = %e, "publishing an event failed");
+    if let Err(e) = ctx.recorder.publish(&event, about).await {
+        tracing::warn!(name = about.name, error = %e, "publishing an event failed");
     }
 }
 

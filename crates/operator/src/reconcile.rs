@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
+use kube::runtime::events::EventType;
 use kube::{
     Api, Resource, ResourceExt,
     api::{ApiResource, DynamicObject, Patch, PatchParams},
@@ -144,8 +146,41 @@ async fn report_unreadable(
             field_manager: Some(FIELD_MANAGER.into()),
             ..PatchParams::default()
         };
-        api.patch_status(&name, &params, &Patch::Merge(json!({ "status": next })))
-            .await?;
+        match api
+            .patch_status(&name, &params, &Patch::Merge(json!({ "status": next })))
+            .await
+        {
+            Ok(_) => {}
+            // The API server evaluates the CRD's CEL rules over the whole stored
+            // object on a status write too, and a rule cannot read a field of the
+            // wrong type ("invalid data, expected a map ... evaluating rule"): no
+            // status can be written. The event says it instead.
+            Err(kube::Error::Api(e)) if e.code == 422 => {
+                let reference = ObjectReference {
+                    api_version: Some(VLLMService::api_version(&()).into()),
+                    kind: Some(VLLMService::kind(&()).into()),
+                    name: Some(name.clone()),
+                    namespace: Some(ns.clone()),
+                    uid: meta.uid.clone(),
+                    ..ObjectReference::default()
+                };
+                let note = format!(
+                    "{message}; the API server refuses any status for this object until it is \
+                     fixed ({})",
+                    e.message
+                );
+                events::publish_about(
+                    ctx,
+                    &reference,
+                    EventType::Warning,
+                    "InvalidSpec",
+                    &note,
+                    None,
+                )
+                .await;
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
     Ok(())
 }
