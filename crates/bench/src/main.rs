@@ -38,6 +38,10 @@ enum Variant {
     Plain,
     /// Also a gatewayRef (HTTPRoute) and monitoring (ServiceMonitor, PrometheusRule).
     Routed,
+    /// No operator: the harness creates the Deployment and Service the operator
+    /// would make for each service (from the operator's builders) and waits until
+    /// every Deployment is Available: what the control plane alone needs.
+    Direct,
 }
 
 #[derive(Parser, Debug)]
@@ -176,7 +180,7 @@ async fn main() -> anyhow::Result<()> {
                 .map(|a| format!(" {a}"))
                 .collect::<String>()
         ),
-        minimum_writes_per_service: minimum_writes(routed),
+        minimum_writes_per_service: minimum_writes(args.variant),
         sizes: Vec::new(),
         plot: plot.clone(),
     };
@@ -234,7 +238,15 @@ async fn main() -> anyhow::Result<()> {
 /// the first reconcile cannot see a ready pod of a Deployment it just created),
 /// and the events the design asks for (one naming every child created, one on
 /// Available).
-fn minimum_writes(routed: bool) -> BTreeMap<String, u64> {
+fn minimum_writes(variant: Variant) -> BTreeMap<String, u64> {
+    if variant == Variant::Direct {
+        // The harness's own creates: there is no status and no event.
+        return [("create deployments", 1), ("create services", 1)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+    }
+    let routed = variant == Variant::Routed;
     let mut m: BTreeMap<String, u64> = [
         ("create deployments", 1),
         ("create services", 1),
@@ -365,6 +377,9 @@ async fn one_run(
     m: usize,
     run: usize,
 ) -> anyhow::Result<RunResult> {
+    if args.variant == Variant::Direct {
+        return direct_run(args, cluster, crds, m, run).await;
+    }
     let routed = args.variant == Variant::Routed;
     log(format!(
         "starting a fresh cluster in {} ({} nodes × {} GPUs)",
@@ -407,29 +422,7 @@ async fn one_run(
     let t0 = Instant::now();
     let t0_wall = k8s_openapi::jiff::Timestamp::now();
     let created = Arc::new(AtomicU64::new(0));
-    let sampling = Arc::new(AtomicBool::new(true));
-    let timeline = Arc::new(Mutex::new(Vec::<(f64, u64, usize)>::new()));
-    let sampler = tokio::spawn({
-        let (avail, created, sampling, timeline) = (
-            avail.clone(),
-            created.clone(),
-            sampling.clone(),
-            timeline.clone(),
-        );
-        async move {
-            let mut tick = tokio::time::interval(Duration::from_millis(100));
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-            while sampling.load(Ordering::Relaxed) {
-                tick.tick().await;
-                let a = avail.lock().expect("availability lock").available();
-                timeline.lock().expect("timeline lock").push((
-                    t0.elapsed().as_secs_f64(),
-                    created.load(Ordering::Relaxed),
-                    a,
-                ));
-            }
-        }
-    });
+    let sampler = Sampler::start(avail.clone(), created.clone(), t0);
     let creator = tokio::spawn({
         let (client, created) = (client.clone(), created.clone());
         let concurrency = args.create_concurrency;
@@ -440,39 +433,13 @@ async fn one_run(
         }
     });
 
-    let timeout = Duration::from_secs(
-        args.timeout_seconds
-            .unwrap_or(180 + (m as f64 * 0.6) as u64),
-    );
-    let mut last_progress = Instant::now();
-    let converged = loop {
-        let a = avail.lock().expect("availability lock").available();
-        if a >= m {
-            break true;
-        }
-        if t0.elapsed() > timeout {
-            break false;
-        }
-        if last_progress.elapsed() > Duration::from_secs(10) {
-            last_progress = Instant::now();
-            let reconciles = op.metrics().await.map(|x| x.reconciles).unwrap_or(0);
-            log(format!(
-                "  t={:>5.1}s created={} available={a} operator reconciles={reconciles}",
-                t0.elapsed().as_secs_f64(),
-                created.load(Ordering::Relaxed)
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let converged = wait_converged(&avail, m, t0, timeout_for(args, m), &created, Some(&op)).await;
     let t_end = t0.elapsed().as_secs_f64();
     let jiffies_after = procfs::machine_jiffies();
     let cpu_after = all_cpu(cluster, &op);
     let op_conv = op.metrics().await?;
     let api_after = ApiRequests::scrape(&client).await?;
-    // A few samples past convergence, for the plot.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    sampling.store(false, Ordering::Relaxed);
-    let _ = sampler.await;
+    let timeline = sampler.finish().await;
     let (create_s, create_retries) = creator
         .await
         .context("the create task panicked")?
@@ -482,30 +449,14 @@ async fn one_run(
         m,
         run,
         converged,
-        timeline: std::mem::take(&mut *timeline.lock().expect("timeline lock")),
+        timeline,
         ..RunResult::default()
     };
+    r.figures.insert("create_s".into(), create_s);
+    r.figures
+        .insert("create_retries".into(), create_retries as f64);
+    availability_figures(&avail, t0, m, &mut r);
     let f = &mut r.figures;
-    f.insert("create_s".into(), create_s);
-    f.insert("create_retries".into(), create_retries as f64);
-    {
-        let a = avail.lock().expect("availability lock");
-        let mut times: Vec<f64> = a
-            .first_available
-            .values()
-            .map(|t| t.saturating_duration_since(t0).as_secs_f64())
-            .collect();
-        times.sort_by(|x, y| x.total_cmp(y));
-        for (key, q) in [("t50_s", 0.5), ("t90_s", 0.9), ("t100_s", 1.0)] {
-            let needed = ((m as f64) * q).ceil() as usize;
-            if needed >= 1 && times.len() >= needed {
-                f.insert(key.into(), times[needed - 1]);
-            }
-        }
-        if !converged {
-            r.not_available = a.reasons();
-        }
-    }
     let writes = op_conv.writes_since(&op_before);
     let writes_total: u64 = writes.values().sum();
     f.insert("writes_total".into(), writes_total as f64);
@@ -534,17 +485,21 @@ async fn one_run(
     if let Some(p) = prom::quantile(&op_conv.duration_buckets, 0.99) {
         f.insert("reconcile_p99_ms".into(), p * 1000.0);
     }
+    // The computation alone (validate, build, compare, derive): the buckets of
+    // one operator process, which started with the run.
+    for (key, q) in [
+        ("reconcile_compute_p50_ms", 0.5),
+        ("reconcile_compute_p99_ms", 0.99),
+    ] {
+        if let Some(p) = prom::quantile(&op_conv.compute_buckets, q) {
+            f.insert(key.into(), p * 1000.0);
+        }
+    }
     r.writes = writes;
 
     let api = api_after.since(&api_before);
-    f.insert(
-        "apiserver_reads_per_s".into(),
-        api.total(&READ_VERBS) / t_end,
-    );
-    f.insert(
-        "apiserver_writes_per_s".into(),
-        api.total(&WRITE_VERBS) / t_end,
-    );
+    let f = &mut r.figures;
+    api_rates(&api, t_end, f);
     // During the run only the operator GETs single children and LISTs pods; the
     // controllers, the scheduler and kwok work from their informers' caches.
     let mut operator_reads = api.get("GET deployments")
@@ -561,28 +516,9 @@ async fn one_run(
         "operator_reads_per_service".into(),
         operator_reads / m as f64,
     );
-    for key in [
-        "GET deployments",
-        "GET services",
-        "GET persistentvolumeclaims",
-        "LIST pods",
-        "APPLY deployments",
-        "APPLY services",
-        "APPLY vllmservices/status",
-        "POST events",
-        "POST vllmservices",
-        "GET httproutes",
-        "APPLY httproutes",
-        "POST ipaddresses",
-    ] {
-        if let Some((p50, p99, n)) = api_after.latency_since(&api_before, key)
-            && n > 0.0
-        {
-            r.apiserver_latency_ms
-                .insert(key.to_string(), (p50 * 1000.0, p99 * 1000.0, n));
-        }
-    }
+    api_latencies(&api_before, &api_after, &mut r);
     r.apiserver_requests = api.0;
+    let f = &mut r.figures;
     if routed {
         f.insert(
             "gateway_controller_writes".into(),
@@ -591,28 +527,9 @@ async fn one_run(
     }
 
     let cpu = cpu_delta(&cpu_before, &cpu_after);
-    let busy_s: f64 = cpu.values().sum();
-    if let (Some((b0, t0j)), Some((b1, t1j))) = (jiffies_before, jiffies_after)
-        && t1j > t0j
-    {
-        f.insert(
-            "machine_busy_pct".into(),
-            100.0 * (b1 - b0) as f64 / (t1j - t0j) as f64,
-        );
-    }
-    if let Some(busy_pct) = f.get("machine_busy_pct").copied() {
-        // Cores busy with anything else (builds, other tests): the run's noise.
-        let cores = procfs::Machine::read().cores as f64;
-        f.insert(
-            "other_processes_cores".into(),
-            (cores * busy_pct / 100.0 - busy_s / t_end).max(0.0),
-        );
-    }
+    let f = &mut r.figures;
+    let busy_s = cpu_figures(&cpu, (jiffies_before, jiffies_after), t_end, f);
     if busy_s > 0.0 {
-        f.insert(
-            "apiserver_cpu_share_pct".into(),
-            100.0 * cpu.get("kube-apiserver").copied().unwrap_or(0.0) / busy_s,
-        );
         f.insert(
             "operator_cpu_share_pct".into(),
             100.0 * cpu.get("operator").copied().unwrap_or(0.0) / busy_s,
@@ -713,6 +630,292 @@ async fn one_run(
     Ok(r)
 }
 
+/// How long a run waits for convergence (default 180 + 0.6 s per service).
+fn timeout_for(args: &Args, m: usize) -> Duration {
+    Duration::from_secs(
+        args.timeout_seconds
+            .unwrap_or(180 + (m as f64 * 0.6) as u64),
+    )
+}
+
+/// The Available count every 100 ms: (seconds since t0, created, available).
+struct Sampler {
+    sampling: Arc<AtomicBool>,
+    timeline: Arc<Mutex<Vec<(f64, u64, usize)>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Sampler {
+    fn start(avail: Arc<Mutex<Availability>>, created: Arc<AtomicU64>, t0: Instant) -> Sampler {
+        let sampling = Arc::new(AtomicBool::new(true));
+        let timeline = Arc::new(Mutex::new(Vec::new()));
+        let task = tokio::spawn({
+            let (sampling, timeline) = (sampling.clone(), timeline.clone());
+            async move {
+                let mut tick = tokio::time::interval(Duration::from_millis(100));
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+                while sampling.load(Ordering::Relaxed) {
+                    tick.tick().await;
+                    let a = avail.lock().expect("availability lock").available();
+                    timeline.lock().expect("timeline lock").push((
+                        t0.elapsed().as_secs_f64(),
+                        created.load(Ordering::Relaxed),
+                        a,
+                    ));
+                }
+            }
+        });
+        Sampler {
+            sampling,
+            timeline,
+            task,
+        }
+    }
+
+    /// Stops after a few samples past convergence (for the plot); the timeline.
+    async fn finish(self) -> Vec<(f64, u64, usize)> {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        self.sampling.store(false, Ordering::Relaxed);
+        let _ = self.task.await;
+        std::mem::take(&mut *self.timeline.lock().expect("timeline lock"))
+    }
+}
+
+/// Waits until `m` objects are Available or `timeout` passes since `t0`,
+/// logging progress every 10 s; true when converged.
+async fn wait_converged(
+    avail: &Mutex<Availability>,
+    m: usize,
+    t0: Instant,
+    timeout: Duration,
+    created: &AtomicU64,
+    op: Option<&OperatorProc>,
+) -> bool {
+    let mut last_progress = Instant::now();
+    loop {
+        let a = avail.lock().expect("availability lock").available();
+        if a >= m {
+            return true;
+        }
+        if t0.elapsed() > timeout {
+            return false;
+        }
+        if last_progress.elapsed() > Duration::from_secs(10) {
+            last_progress = Instant::now();
+            let reconciles = match op {
+                Some(op) => op
+                    .metrics()
+                    .await
+                    .map(|x| format!(" operator reconciles={}", x.reconciles))
+                    .unwrap_or_default(),
+                None => String::new(),
+            };
+            log(format!(
+                "  t={:>5.1}s created={} available={a}{reconciles}",
+                t0.elapsed().as_secs_f64(),
+                created.load(Ordering::Relaxed)
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// t50/t90/t100 from when each object was first seen Available; the reasons of
+/// those that never were.
+fn availability_figures(avail: &Mutex<Availability>, t0: Instant, m: usize, r: &mut RunResult) {
+    let a = avail.lock().expect("availability lock");
+    let mut times: Vec<f64> = a
+        .first_available
+        .values()
+        .map(|t| t.saturating_duration_since(t0).as_secs_f64())
+        .collect();
+    times.sort_by(|x, y| x.total_cmp(y));
+    for (key, q) in [("t50_s", 0.5), ("t90_s", 0.9), ("t100_s", 1.0)] {
+        let needed = ((m as f64) * q).ceil() as usize;
+        if needed >= 1 && times.len() >= needed {
+            r.figures.insert(key.into(), times[needed - 1]);
+        }
+    }
+    if !r.converged {
+        r.not_available = a.reasons();
+    }
+}
+
+/// The API server's read and write rates over the run.
+fn api_rates(api: &ApiRequests, t_end: f64, f: &mut BTreeMap<String, f64>) {
+    f.insert(
+        "apiserver_reads_per_s".into(),
+        api.total(&READ_VERBS) / t_end,
+    );
+    f.insert(
+        "apiserver_writes_per_s".into(),
+        api.total(&WRITE_VERBS) / t_end,
+    );
+}
+
+/// p50/p99 latency of the request kinds a run sends most.
+fn api_latencies(before: &ApiRequests, after: &ApiRequests, r: &mut RunResult) {
+    for key in [
+        "GET deployments",
+        "GET services",
+        "GET persistentvolumeclaims",
+        "LIST pods",
+        "APPLY deployments",
+        "APPLY services",
+        "POST deployments",
+        "POST services",
+        "APPLY vllmservices/status",
+        "POST events",
+        "POST vllmservices",
+        "GET httproutes",
+        "APPLY httproutes",
+        "POST ipaddresses",
+    ] {
+        if let Some((p50, p99, n)) = after.latency_since(before, key)
+            && n > 0.0
+        {
+            r.apiserver_latency_ms
+                .insert(key.to_string(), (p50 * 1000.0, p99 * 1000.0, n));
+        }
+    }
+}
+
+/// (busy, total) jiffies of the whole machine (`procfs::machine_jiffies`).
+type Jiffies = (u64, u64);
+
+/// How busy the machine was and the API server's share of the CPU the
+/// measured processes used; returns their CPU seconds.
+fn cpu_figures(
+    cpu: &BTreeMap<String, f64>,
+    jiffies: (Option<Jiffies>, Option<Jiffies>),
+    t_end: f64,
+    f: &mut BTreeMap<String, f64>,
+) -> f64 {
+    let busy_s: f64 = cpu.values().sum();
+    if let (Some((b0, t0j)), Some((b1, t1j))) = jiffies
+        && t1j > t0j
+    {
+        f.insert(
+            "machine_busy_pct".into(),
+            100.0 * (b1 - b0) as f64 / (t1j - t0j) as f64,
+        );
+    }
+    if let Some(busy_pct) = f.get("machine_busy_pct").copied() {
+        // Cores busy with anything else (builds, other tests): the run's noise.
+        let cores = procfs::Machine::read().cores as f64;
+        f.insert(
+            "other_processes_cores".into(),
+            (cores * busy_pct / 100.0 - busy_s / t_end).max(0.0),
+        );
+    }
+    if busy_s > 0.0 {
+        f.insert(
+            "apiserver_cpu_share_pct".into(),
+            100.0 * cpu.get("kube-apiserver").copied().unwrap_or(0.0) / busy_s,
+        );
+    }
+    f.insert(
+        "apiserver_cpu_s".into(),
+        cpu.get("kube-apiserver").copied().unwrap_or(f64::NAN),
+    );
+    busy_s
+}
+
+/// The direct variant's run: the same cluster, PVCs and objects as a plain run,
+/// created by the harness with no operator; every Deployment Available ends it.
+async fn direct_run(
+    args: &Args,
+    cluster: &Cluster,
+    crds: &[PathBuf],
+    m: usize,
+    run: usize,
+) -> anyhow::Result<RunResult> {
+    log(format!(
+        "starting a fresh cluster in {} ({} nodes × {} GPUs); no operator",
+        cluster.dir.display(),
+        cluster.nodes,
+        cluster.gpus_per_node
+    ));
+    cluster.up_fresh()?;
+    let client = cluster.client().await?;
+    cluster.install_crds(crds)?;
+    workload::prepare_namespace(&client, false).await?;
+    log(format!("creating {m} bound PVCs (before the clock starts)"));
+    workload::create_bound_pvcs(&client, m, args.create_concurrency).await?;
+    let avail = Arc::new(Mutex::new(Availability::default()));
+    let deployments = kube::api::ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&());
+    let watch = workload::watch_availability_of(client.clone(), avail.clone(), deployments).await?;
+    let harness_cpu = || {
+        let mut c = cluster.component_cpu();
+        if let Some(me) = procfs::cpu_seconds(std::process::id()) {
+            c.insert("bench (this harness)".into(), me);
+        }
+        c
+    };
+    let api_before = ApiRequests::scrape(&client).await?;
+    let cpu_before = harness_cpu();
+    let jiffies_before = procfs::machine_jiffies();
+
+    let t0 = Instant::now();
+    let t0_wall = k8s_openapi::jiff::Timestamp::now();
+    let created = Arc::new(AtomicU64::new(0));
+    let sampler = Sampler::start(avail.clone(), created.clone(), t0);
+    let creator = tokio::spawn({
+        let (client, created) = (client.clone(), created.clone());
+        let concurrency = args.create_concurrency;
+        async move {
+            let retries = workload::create_direct(&client, m, concurrency, &created).await?;
+            anyhow::Ok((t0.elapsed().as_secs_f64(), retries))
+        }
+    });
+    let converged = wait_converged(&avail, m, t0, timeout_for(args, m), &created, None).await;
+    let t_end = t0.elapsed().as_secs_f64();
+    let jiffies_after = procfs::machine_jiffies();
+    let cpu_after = harness_cpu();
+    let api_after = ApiRequests::scrape(&client).await?;
+    let timeline = sampler.finish().await;
+    let (create_s, create_retries) = creator
+        .await
+        .context("the create task panicked")?
+        .context("creating the Deployments and Services")?;
+    let mut r = RunResult {
+        m,
+        run,
+        converged,
+        timeline,
+        ..RunResult::default()
+    };
+    r.figures.insert("create_s".into(), create_s);
+    r.figures
+        .insert("create_retries".into(), create_retries as f64);
+    availability_figures(&avail, t0, m, &mut r);
+    let api = api_after.since(&api_before);
+    api_rates(&api, t_end, &mut r.figures);
+    // The harness's creates stand in for the operator's writes.
+    let writes = 2 * m as u64;
+    r.writes = BTreeMap::from([
+        ("create deployments".to_string(), m as u64),
+        ("create services".to_string(), m as u64),
+    ]);
+    r.figures.insert("writes_total".into(), writes as f64);
+    r.figures.insert("writes_per_service".into(), 2.0);
+    api_latencies(&api_before, &api_after, &mut r);
+    r.apiserver_requests = api.0;
+    let cpu = cpu_delta(&cpu_before, &cpu_after);
+    cpu_figures(&cpu, (jiffies_before, jiffies_after), t_end, &mut r.figures);
+    r.cpu_seconds_by_process = cpu;
+    // No operator: nothing to watch in a steady window or after a restart.
+    r.figures.insert("steady_writes".into(), 0.0);
+    r.figures.insert("restart_writes".into(), 0.0);
+    watch.abort();
+    match workload::stage_times(&client, t0_wall).await {
+        Ok(stages) => r.stages = stages,
+        Err(e) => log(format!("reading the stage timestamps failed: {e}")),
+    }
+    cluster.down()?;
+    Ok(r)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -731,7 +934,8 @@ mod tests {
 
     #[test]
     fn the_minimum_counts_every_child() {
-        assert_eq!(minimum_writes(false).values().sum::<u64>(), 6);
-        assert_eq!(minimum_writes(true).values().sum::<u64>(), 9);
+        assert_eq!(minimum_writes(Variant::Plain).values().sum::<u64>(), 6);
+        assert_eq!(minimum_writes(Variant::Routed).values().sum::<u64>(), 9);
+        assert_eq!(minimum_writes(Variant::Direct).values().sum::<u64>(), 2);
     }
 }

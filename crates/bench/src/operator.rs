@@ -121,6 +121,8 @@ pub struct OperatorMetrics {
     pub duration_buckets: Vec<(f64, f64)>,
     /// Sum of all reconcile durations, seconds.
     pub duration_sum: f64,
+    /// Cumulative buckets of the reconcile compute-time histogram (no API calls).
+    pub compute_buckets: Vec<(f64, f64)>,
 }
 
 impl OperatorMetrics {
@@ -151,6 +153,7 @@ impl OperatorMetrics {
                 &format!("{PREFIX}_reconcile_duration_seconds_sum"),
                 |_| true,
             ),
+            compute_buckets: prom::buckets(samples, &format!("{PREFIX}_reconcile_compute_seconds")),
         }
     }
 

@@ -1,5 +1,6 @@
-//! The objects a run creates, the watch that counts Available VLLMServices, and
-//! (routed variant) a stand-in Gateway controller that accepts HTTPRoutes.
+//! The objects a run creates, the watch that counts Available VLLMServices (or,
+//! in the direct variant, Deployments), and (routed variant) a stand-in Gateway
+//! controller that accepts HTTPRoutes.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -12,8 +13,9 @@ use std::{
 
 use anyhow::{Context as _, bail};
 use futures::{StreamExt, TryStreamExt, stream};
-use k8s_openapi::api::core::v1::{
-    Namespace, PersistentVolume, PersistentVolumeClaim, ServiceAccount,
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, Service, ServiceAccount},
 };
 use kube::{
     Api, Client, ResourceExt,
@@ -23,6 +25,8 @@ use kube::{
     runtime::watcher::{self, Event, watcher},
 };
 use serde_json::{Value, json};
+use vllmservice_api::VLLMService;
+use vllmservice_controller::{build, seen::Seen};
 
 pub const NAMESPACE: &str = "bench";
 pub const GATEWAY: &str = "llm-gateway";
@@ -193,6 +197,63 @@ pub fn service_body(i: usize, routed: bool) -> Value {
         "metadata": {"name": service_name(i), "namespace": NAMESPACE},
         "spec": spec
     })
+}
+
+/// The Deployment and Service the operator makes for VLLMService `i`, from the
+/// operator's own builders, without owner references: the direct variant has
+/// no VLLMService, and the garbage collector deletes what an absent owner owns.
+pub fn direct_children(i: usize) -> anyhow::Result<(Deployment, Service)> {
+    let mut vs: VLLMService = serde_json::from_value(service_body(i, false))?;
+    // What the API server adds on create; the builders' owner reference needs it.
+    vs.metadata.uid = Some(format!("00000000-0000-0000-0000-{i:012}"));
+    let valid = vllmservice_api::validate(&vs).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut deployment = build::deployment(&valid, &Seen::default());
+    let mut service = build::service(&valid);
+    deployment.metadata.owner_references = None;
+    service.metadata.owner_references = None;
+    Ok((deployment, service))
+}
+
+/// Creates the Deployment and Service of each of M services (the direct
+/// variant: what the operator would create, with no operator), `concurrency`
+/// services in flight. Each service whose two creates were accepted increments
+/// `created`. Returns the number of retried requests.
+pub async fn create_direct(
+    client: &Client,
+    m: usize,
+    concurrency: usize,
+    created: &AtomicU64,
+) -> anyhow::Result<u64> {
+    let retries = AtomicU64::new(0);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+    let services: Api<Service> = Api::namespaced(client.clone(), NAMESPACE);
+    stream::iter(0..m)
+        .map(|i| {
+            let (deployments, services, retries) = (&deployments, &services, &retries);
+            async move {
+                let (deployment, service) = direct_children(i)?;
+                create_retrying(retries, || async {
+                    deployments
+                        .create(&PostParams::default(), &deployment)
+                        .await
+                        .map(|_| ())
+                })
+                .await?;
+                create_retrying(retries, || async {
+                    services
+                        .create(&PostParams::default(), &service)
+                        .await
+                        .map(|_| ())
+                })
+                .await?;
+                created.fetch_add(1, Ordering::Relaxed);
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(concurrency)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(retries.into_inner())
 }
 
 /// Creates the M VLLMServices, `concurrency` requests in flight. Each accepted
@@ -442,7 +503,19 @@ pub async fn watch_availability(
     client: Client,
     state: Arc<Mutex<Availability>>,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let api: Api<DynamicObject> = Api::namespaced_with(client, NAMESPACE, &vllm_resource());
+    watch_availability_of(client, state, vllm_resource()).await
+}
+
+/// The same for objects of `resource` with an Available condition (Deployments
+/// in the direct variant: Available=True at their observedGeneration).
+pub async fn watch_availability_of(
+    client: Client,
+    state: Arc<Mutex<Availability>>,
+    resource: ApiResource,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let kind = resource.kind.clone();
+    let task_kind = kind.clone();
+    let api: Api<DynamicObject> = Api::namespaced_with(client, NAMESPACE, &resource);
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
     let task = tokio::spawn(async move {
         let mut ready = Some(ready_tx);
@@ -466,7 +539,7 @@ pub async fn watch_availability(
                 }
                 Ok(Event::Init) => {}
                 Err(e) => {
-                    eprintln!("bench: VLLMService watch error (the watcher retries): {e}");
+                    eprintln!("bench: {task_kind} watch error (the watcher retries): {e}");
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
             }
@@ -474,7 +547,7 @@ pub async fn watch_availability(
     });
     tokio::time::timeout(Duration::from_secs(60), ready_rx)
         .await
-        .context("the VLLMService watch did not list within 60 s")??;
+        .with_context(|| format!("the {kind} watch did not list within 60 s"))??;
     Ok(task)
 }
 
@@ -566,6 +639,28 @@ mod tests {
 
     fn obj(v: Value) -> DynamicObject {
         serde_json::from_value(v).unwrap()
+    }
+
+    /// The direct variant creates exactly what the operator builds for the same
+    /// service, less the owner reference (which would name an absent owner).
+    #[test]
+    fn direct_children_are_the_operators_objects_without_an_owner() {
+        let (d, s) = direct_children(7).unwrap();
+        assert_eq!(d.metadata.name.as_deref(), Some(service_name(7).as_str()));
+        assert_eq!(s.metadata.name.as_deref(), Some(service_name(7).as_str()));
+        assert!(d.metadata.owner_references.is_none() && s.metadata.owner_references.is_none());
+        let mut vs: VLLMService = serde_json::from_value(service_body(7, false)).unwrap();
+        vs.metadata.uid = Some("x".into());
+        let valid = vllmservice_api::validate(&vs).unwrap();
+        let mut operators = build::deployment(&valid, &Seen::default());
+        operators.metadata.owner_references = None;
+        assert_eq!(d, operators);
+        let claim = d.spec.unwrap().template.spec.unwrap().volumes.unwrap()[0]
+            .persistent_volume_claim
+            .clone()
+            .unwrap()
+            .claim_name;
+        assert_eq!(claim, pvc_name(7));
     }
 
     #[test]

@@ -11,7 +11,10 @@
 //! their object is left alone; every update carries the resourceVersion it
 //! was decided on, so a stale decision fails with 409 and is made again.
 
-use std::fmt::Debug;
+use std::{
+    fmt::Debug,
+    time::{Duration, Instant},
+};
 
 use k8s_openapi::api::{batch::v1::Job, core::v1::ObjectReference};
 use kube::{
@@ -60,9 +63,9 @@ pub enum Deleted {
 /// the children this reconcile created (even when a later child failed), one
 /// per update or deletion.
 pub async fn converge(ctx: &Context, vs: &VLLMService, want: Desired, seen: &Seen) -> Result<Done> {
-    let mut created = Vec::new();
+    let mut tally = Tally::default();
     let done = async {
-        let c = &mut created;
+        let c = &mut tally;
         let foreign_jobs = downloads(ctx, vs, &want.downloads, seen, c).await?;
         let uid = vs.uid().unwrap_or_default();
         let deployment = match (want.hold_deployment, seen.deployment.clone()) {
@@ -88,11 +91,23 @@ pub async fn converge(ctx: &Context, vs: &VLLMService, want: Desired, seen: &See
             rule: child(ctx, vs, want.rule, seen.rule.clone(), c).await?,
             pdb: child(ctx, vs, want.pdb, seen.pdb.clone(), c).await?,
             foreign_jobs,
+            compute: Duration::ZERO,
         })
     }
     .await;
-    events::children_created(ctx, vs, &created).await;
-    done
+    events::children_created(ctx, vs, &tally.created).await;
+    done.map(|d| Done {
+        compute: tally.compute,
+        ..d
+    })
+}
+
+/// What one converge collects besides its outcomes: the children it created
+/// (for the one event) and the time spent deciding, without API calls.
+#[derive(Default)]
+struct Tally {
+    created: Vec<ObjectReference>,
+    compute: Duration,
 }
 
 /// Creates the download Jobs that do not exist, joins the owners of those that
@@ -105,7 +120,7 @@ async fn downloads(
     vs: &VLLMService,
     want: &[Download],
     seen: &Seen,
-    created: &mut Vec<ObjectReference>,
+    tally: &mut Tally,
 ) -> Result<Vec<String>> {
     let mut foreign = Vec::new();
     let api: Api<Job> = Api::namespaced(ctx.client.clone(), &vs.namespace().unwrap_or_default());
@@ -125,7 +140,7 @@ async fn downloads(
                 };
                 match api.create(&params, &d.job).await {
                     Ok(_) => {
-                        created.push(events::child_ref::<Job>(vs, &d.name));
+                        tally.created.push(events::child_ref::<Job>(vs, &d.name));
                         continue;
                     }
                     Err(kube::Error::Api(e)) if e.code == 409 => {
@@ -234,7 +249,7 @@ async fn child<K>(
     vs: &VLLMService,
     want: Want<K>,
     seen: Option<K>,
-    created: &mut Vec<ObjectReference>,
+    tally: &mut Tally,
 ) -> Result<Outcome<K>>
 where
     K: Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
@@ -251,9 +266,10 @@ where
         Want::Untouched => Ok(Outcome::Untouched),
         Want::Present(desired) => {
             let name = desired.name_any();
-            let (applied, live) = apply_owned(&api, seen, &desired, &uid).await?;
+            let (applied, live) =
+                apply_owned_timed(&api, seen, &desired, &uid, &mut tally.compute).await?;
             match applied {
-                Applied::Created => created.push(events::child_ref::<K>(vs, &name)),
+                Applied::Created => tally.created.push(events::child_ref::<K>(vs, &name)),
                 Applied::Updated => {
                     events::child_written::<K>(ctx, vs, &name, "Updated", "updated").await
                 }
@@ -312,8 +328,26 @@ where
     K: Resource + Serialize + DeserializeOwned + Clone + Debug,
     K::DynamicType: Default,
 {
+    let mut compute = Duration::ZERO;
+    apply_owned_timed(api, cached, desired, owner_uid, &mut compute).await
+}
+
+/// [`apply_owned`], adding the time its comparisons take (not its requests) to `compute`.
+async fn apply_owned_timed<K>(
+    api: &Api<K>,
+    cached: Option<K>,
+    desired: &K,
+    owner_uid: &str,
+    compute: &mut Duration,
+) -> kube::Result<(Applied, Option<K>)>
+where
+    K: Resource + Serialize + DeserializeOwned + Clone + Debug,
+    K::DynamicType: Default,
+{
     let name = desired.name_any();
+    let started = Instant::now();
     let desired = stamped(desired);
+    *compute += started.elapsed();
     let mut live = cached;
     for _ in 0..ATTEMPTS {
         let Some(current) = live.take() else {
@@ -336,7 +370,10 @@ where
         if !is_controlled_by(&current, owner_uid) {
             return Ok((Applied::Foreign, None));
         }
-        if up_to_date(&desired, &current) {
+        let started = Instant::now();
+        let same = up_to_date(&desired, &current);
+        *compute += started.elapsed();
+        if same {
             return Ok((Applied::Unchanged, Some(current)));
         }
         let resource_version = match own_fields_as_applied(api, &current).await? {

@@ -219,6 +219,25 @@ async fn download_state(ctx: &Context, api: &Api<Pod>, job: &Job, pods: &[Pod]) 
             waiting: None,
         };
     };
+    let unscheduled = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+        });
+    if let Some(c) = unscheduled {
+        let waiting = format!(
+            "pod {} is not scheduled: {}",
+            pod.name_any(),
+            c.message.as_deref().unwrap_or("no node fits")
+        );
+        return DownloadState::Running {
+            progress: None,
+            waiting: Some(waiting),
+        };
+    }
     let cs = pod
         .status
         .as_ref()

@@ -1,7 +1,7 @@
 //! One reconcile of one VLLMService, as its pipeline: read → validate →
 //! build → apply → status.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
@@ -39,13 +39,18 @@ pub async fn reconcile(obj: &DeserializeGuard<VLLMService>, ctx: &Context) -> Re
         return Ok(Action::await_change());
     }
     let mut seen = read::gather(&vs, ctx)?;
-    let spec = match vllmservice_api::validate(&vs) {
+    let started = Instant::now();
+    let validated = vllmservice_api::validate(&vs);
+    let mut compute = started.elapsed();
+    let spec = match validated {
         Ok(spec) => spec,
         Err(invalid) => return write_invalid(ctx, &vs, &invalid.to_string()).await,
     };
     seen.logs = read::logs(&spec, &seen, ctx, Timestamp::now()).await;
     (seen.downloads, seen.stale_jobs) = read::downloads(&spec, ctx).await?;
+    let started = Instant::now();
     let want = build::all(&spec, &seen);
+    compute += started.elapsed();
     // A running download's progress is in its log, which sends no events.
     let recheck = match seen.downloads.iter().any(|d| {
         matches!(
@@ -75,12 +80,11 @@ pub async fn reconcile(obj: &DeserializeGuard<VLLMService>, ctx: &Context) -> Re
         }
         Err(e) => return Err(e),
     };
-    write_status(
-        ctx,
-        &vs,
-        status::derive(&spec, &seen, &done, Timestamp::now()),
-    )
-    .await?;
+    let started = Instant::now();
+    let next_status = status::derive(&spec, &seen, &done, Timestamp::now());
+    compute += started.elapsed() + done.compute;
+    ctx.metrics.reconcile_compute.observe(compute.as_secs_f64());
+    write_status(ctx, &vs, next_status).await?;
     Ok(next)
 }
 
