@@ -426,7 +426,20 @@ async fn crashing_server_shows_the_logged_reason_in_degraded() {
     let last = cs.last_state.as_ref().unwrap().terminated.as_ref().unwrap();
     assert_eq!(last.exit_code, 1);
     assert!(message.contains(&pod.metadata.name.unwrap()), "{message}");
-    let log = testkit::kubectl_ok(&["-n", &env.ns.name, "logs", "deployment/qwen", "--previous"]);
+    // The previous instance's log; the kubelet may remove that instance while it
+    // restarts the container again ("unable to retrieve container logs"), and
+    // every instance fails the same way: read again until one answers.
+    let ns = env.ns.name.clone();
+    let log = wait_until(START, "the previous instance's log", || {
+        let ns = ns.clone();
+        async move {
+            let out = testkit::kubectl(&["-n", &ns, "logs", "deployment/qwen", "--previous"]);
+            let log = String::from_utf8_lossy(&out.stdout).into_owned();
+            (out.status.success() && !log.contains("unable to retrieve container logs"))
+                .then_some(log)
+        }
+    })
+    .await;
     assert!(
         log.contains("No available memory for the cache blocks")
             || log.contains("To serve at least one request"),
