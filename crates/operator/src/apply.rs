@@ -158,6 +158,11 @@ async fn downloads(
             foreign.push(d.name.clone());
             continue;
         }
+        if live.metadata.deletion_timestamp.is_some() {
+            // Being deleted (to run again, or by its last owner): created anew
+            // once it is gone (its watch event brings the next reconcile).
+            continue;
+        }
         let failed = live
             .status
             .as_ref()
@@ -178,7 +183,7 @@ async fn downloads(
             match api
                 .patch(
                     &d.name,
-                    &PatchParams::default(),
+                    &json_patch_params(),
                     &Patch::Json::<()>(serde_json::from_value(patch).expect("a JSON patch")),
                 )
                 .await
@@ -191,6 +196,9 @@ async fn downloads(
         }
     }
     for job in &seen.stale_jobs {
+        if job.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
         let owners = job.owner_references();
         let Some(index) = owners.iter().position(|r| r.uid == uid) else {
             continue;
@@ -214,7 +222,7 @@ async fn downloads(
         match api
             .patch(
                 &job.name_any(),
-                &PatchParams::default(),
+                &json_patch_params(),
                 &Patch::Json::<()>(serde_json::from_value(patch).expect("a JSON patch")),
             )
             .await
@@ -225,6 +233,14 @@ async fn downloads(
         }
     }
     Ok(foreign)
+}
+
+/// A JSON patch by this operator's field manager.
+fn json_patch_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PatchParams::default()
+    }
 }
 
 /// Deletes a Job and its pods, if it is still the one seen.
