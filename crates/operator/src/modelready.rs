@@ -33,9 +33,13 @@ pub fn condition(vs: &Valid<'_>, downloads: &[DownloadSeen]) -> Option<Cond> {
             None => format!("Job {ns}/{}", d.name),
         };
         let retry = if failure.is_permanent() {
-            "; the download runs again when the source changes"
+            format!(
+                "; the download runs again when the spec changes what it runs, or after kubectl \
+                 delete job -n {ns} {}",
+                d.name
+            )
         } else {
-            ""
+            String::new()
         };
         return Some(Cond::new(
             ct::MODEL_READY,
