@@ -439,23 +439,15 @@ async fn one_run(
     let cpu_after = all_cpu(cluster, &op);
     let op_conv = op.metrics().await?;
     let api_after = ApiRequests::scrape(&client).await?;
-    let timeline = sampler.finish().await;
-    let (create_s, create_retries) = creator
-        .await
-        .context("the create task panicked")?
-        .context("creating the VLLMServices")?;
-
-    let mut r = RunResult {
-        m,
-        run,
-        converged,
-        timeline,
-        ..RunResult::default()
-    };
-    r.figures.insert("create_s".into(), create_s);
-    r.figures
-        .insert("create_retries".into(), create_retries as f64);
-    availability_figures(&avail, t0, m, &mut r);
+    let mut r = Run { m, run, t0 }
+        .result(
+            converged,
+            sampler,
+            creator,
+            &avail,
+            "creating the VLLMServices",
+        )
+        .await?;
     let f = &mut r.figures;
     let writes = op_conv.writes_since(&op_before);
     let writes_total: u64 = writes.values().sum();
@@ -720,6 +712,44 @@ async fn wait_converged(
     }
 }
 
+/// Which run of which size, and when its clock started.
+struct Run {
+    m: usize,
+    run: usize,
+    t0: Instant,
+}
+
+impl Run {
+    /// The run's result so far: the timeline, the create task's time and
+    /// retries, and the availability figures.
+    async fn result(
+        &self,
+        converged: bool,
+        sampler: Sampler,
+        creator: tokio::task::JoinHandle<anyhow::Result<(f64, u64)>>,
+        avail: &Mutex<Availability>,
+        what: &'static str,
+    ) -> anyhow::Result<RunResult> {
+        let timeline = sampler.finish().await;
+        let (create_s, create_retries) = creator
+            .await
+            .context("the create task panicked")?
+            .context(what)?;
+        let mut r = RunResult {
+            m: self.m,
+            run: self.run,
+            converged,
+            timeline,
+            ..RunResult::default()
+        };
+        r.figures.insert("create_s".into(), create_s);
+        r.figures
+            .insert("create_retries".into(), create_retries as f64);
+        availability_figures(avail, self.t0, self.m, &mut r);
+        Ok(r)
+    }
+}
+
 /// t50/t90/t100 from when each object was first seen Available; the reasons of
 /// those that never were.
 fn availability_figures(avail: &Mutex<Availability>, t0: Instant, m: usize, r: &mut RunResult) {
@@ -873,22 +903,15 @@ async fn direct_run(
     let jiffies_after = procfs::machine_jiffies();
     let cpu_after = harness_cpu();
     let api_after = ApiRequests::scrape(&client).await?;
-    let timeline = sampler.finish().await;
-    let (create_s, create_retries) = creator
-        .await
-        .context("the create task panicked")?
-        .context("creating the Deployments and Services")?;
-    let mut r = RunResult {
-        m,
-        run,
-        converged,
-        timeline,
-        ..RunResult::default()
-    };
-    r.figures.insert("create_s".into(), create_s);
-    r.figures
-        .insert("create_retries".into(), create_retries as f64);
-    availability_figures(&avail, t0, m, &mut r);
+    let mut r = Run { m, run, t0 }
+        .result(
+            converged,
+            sampler,
+            creator,
+            &avail,
+            "creating the Deployments and Services",
+        )
+        .await?;
     let api = api_after.since(&api_before);
     api_rates(&api, t_end, &mut r.figures);
     // The harness's creates stand in for the operator's writes.

@@ -45,6 +45,15 @@ fn render_with(args: &[&str], manifest: &str) -> std::process::Output {
     child.wait_with_output().unwrap()
 }
 
+/// The objects of `render`'s multi-document YAML.
+fn documents(text: &str) -> Vec<Value> {
+    text.split("\n---\n")
+        .map(|d| d.trim_start_matches("---\n"))
+        .filter(|d| d.contains("kind:"))
+        .map(|d| serde_saphyr::from_str(d).expect("rendered YAML parses"))
+        .collect()
+}
+
 #[tokio::test]
 async fn render_prints_what_the_controller_applies() {
     testkit::install_crds();
@@ -125,12 +134,7 @@ async fn render_prints_what_the_controller_applies() {
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8(out.stdout).unwrap();
-    let docs: Vec<Value> = text
-        .split("\n---\n")
-        .map(|d| d.trim_start_matches("---\n"))
-        .filter(|d| d.contains("kind:"))
-        .map(|d| serde_saphyr::from_str(d).expect("rendered YAML parses"))
-        .collect();
+    let docs = documents(&text);
     assert_eq!(docs.len(), kinds.len(), "{text}");
     for doc in docs {
         let kind = doc["kind"].as_str().unwrap().to_lowercase();
@@ -197,12 +201,7 @@ fn render_shows_the_download_jobs_and_the_lora_args() {
     let out = render_with(&["render", "-f", path.to_str().unwrap()], "");
     assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8(out.stdout).unwrap();
-    let docs: Vec<Value> = text
-        .split("\n---\n")
-        .map(|d| d.trim_start_matches("---\n"))
-        .filter(|d| d.contains("kind:"))
-        .map(|d| serde_saphyr::from_str(d).expect("rendered YAML parses"))
-        .collect();
+    let docs = documents(&text);
     let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
     assert_eq!(&kinds[..3], ["Job", "Job", "Deployment"], "{text}");
     let command = &docs[0]["spec"]["template"]["spec"]["containers"][0]["command"];

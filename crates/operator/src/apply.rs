@@ -170,7 +170,7 @@ async fn downloads(
             .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Failed" && c.status == "True"));
         let hash = |j: &Job| j.annotations().get(download::JOB_HASH_ANNOTATION).cloned();
         if failed && hash(&live) != hash(&d.job) {
-            delete_job(&api, &live).await?;
+            delete_this(&api, &live).await?;
             events::child_written::<Job>(ctx, vs, &d.name, "Deleted", "deleted to run again").await;
             continue;
         }
@@ -180,19 +180,7 @@ async fn downloads(
                 {"op": "test", "path": "/metadata/resourceVersion", "value": live.resource_version()},
                 {"op": "add", "path": "/metadata/ownerReferences/-", "value": owner},
             ]);
-            match api
-                .patch(
-                    &d.name,
-                    &json_patch_params(),
-                    &Patch::Json::<()>(serde_json::from_value(patch).expect("a JSON patch")),
-                )
-                .await
-            {
-                Ok(_) => {}
-                // Changed meanwhile: the next reconcile (its watch event) decides again.
-                Err(kube::Error::Api(e)) if e.code == 409 || e.code == 422 || e.code == 404 => {}
-                Err(e) => return Err(e.into()),
-            }
+            patch_owners(&api, &d.name, patch).await?;
         }
     }
     for job in &seen.stale_jobs {
@@ -204,7 +192,7 @@ async fn downloads(
             continue;
         };
         if owners.len() == 1 {
-            delete_job(&api, job).await?;
+            delete_this(&api, job).await?;
             events::child_written::<Job>(
                 ctx,
                 vs,
@@ -219,42 +207,23 @@ async fn downloads(
             {"op": "test", "path": format!("/metadata/ownerReferences/{index}/uid"), "value": uid},
             {"op": "remove", "path": format!("/metadata/ownerReferences/{index}")},
         ]);
-        match api
-            .patch(
-                &job.name_any(),
-                &json_patch_params(),
-                &Patch::Json::<()>(serde_json::from_value(patch).expect("a JSON patch")),
-            )
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 409 || e.code == 422 || e.code == 404 => {}
-            Err(e) => return Err(e.into()),
-        }
+        patch_owners(&api, &job.name_any(), patch).await?;
     }
     Ok(foreign)
 }
 
-/// A JSON patch by this operator's field manager.
-fn json_patch_params() -> PatchParams {
-    PatchParams {
+/// Applies a JSON patch to the owner references of a download Job; a refused
+/// `test` (409/422) or a Job gone (404) means it changed meanwhile, and its
+/// watch event brings the next reconcile, which decides again.
+async fn patch_owners(api: &Api<Job>, name: &str, patch: Value) -> Result<()> {
+    let patch = Patch::Json::<()>(serde_json::from_value(patch).expect("a JSON patch"));
+    let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.into()),
         ..PatchParams::default()
-    }
-}
-
-/// Deletes a Job and its pods, if it is still the one seen.
-async fn delete_job(api: &Api<Job>, job: &Job) -> Result<()> {
-    let dp = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: job.uid(),
-            resource_version: None,
-        }),
-        ..DeleteParams::background()
     };
-    match api.delete(&job.name_any(), &dp).await {
+    match api.patch(name, &params, &patch).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 || e.code == 422 || e.code == 404 => Ok(()),
         Err(e) => Err(e.into()),
     }
 }
@@ -546,6 +515,15 @@ where
     if !is_controlled_by(&live, owner_uid) {
         return Ok(Deleted::Foreign);
     }
+    delete_this(api, &live).await
+}
+
+/// Deletes `live` (and, in the background, what it owns) if it is still the
+/// object seen: the UID precondition spares a same-named successor.
+async fn delete_this<K>(api: &Api<K>, live: &K) -> kube::Result<Deleted>
+where
+    K: Resource + DeserializeOwned + Clone + Debug,
+{
     let dp = DeleteParams {
         preconditions: Some(Preconditions {
             uid: live.uid(),
@@ -556,7 +534,7 @@ where
     match api.delete(&live.name_any(), &dp).await {
         Ok(_) => Ok(Deleted::Deleted),
         // Gone, or replaced by another object of that name (the UID precondition):
-        // the object we controlled no longer exists.
+        // the object seen no longer exists.
         Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(Deleted::Absent),
         Err(e) => Err(e),
     }
