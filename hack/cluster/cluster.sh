@@ -14,6 +14,9 @@
 #                               network namespace or veth behind
 #   cluster.sh load-images [--cargo]  (re)build the images (hack/images/build.sh) and
 #                               import the changed ones into the real node's containerd
+#   cluster.sh autoscaling      start Prometheus and KEDA (operator, metrics API server)
+#                               beside the running cluster (autoscaling.sh; built once
+#                               per machine); `down` stops them too
 #   cluster.sh status           exit 0 when the cluster answers
 #   cluster.sh env              print `export KUBECONFIG=...`
 #   cluster.sh stop-component NAME    stop one component (e.g. kube-apiserver)
@@ -35,6 +38,8 @@ real_nodes=${VLLM_CLUSTER_REAL_NODES:-1}
 kubeconfig=$dir/kubeconfig
 # shellcheck source=node.sh
 source "$here/node.sh"
+# shellcheck source=autoscaling.sh
+source "$here/autoscaling.sh"
 
 # Every component runs in its own session; its pid (= process group) is recorded here.
 pids_file() { echo "$dir/pids"; }
@@ -136,6 +141,23 @@ EOF
   ) || die "creating certificates with openssl failed in $pki"
 }
 
+# The aggregation layer's front proxy (as kubeadm sets it up): a CA of its own and
+# the client certificate kube-apiserver presents to extension API servers (KEDA's
+# metrics adapter), which trust the user it names in X-Remote-* headers.
+make_front_proxy_pki() {
+  local pki=$dir/pki
+  [ -f "$pki/front-proxy-client.crt" ] && return 0
+  (
+    cd "$pki"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout front-proxy-ca.key -out front-proxy-ca.crt \
+      -days 3650 -subj "/CN=vllm-operator-local-front-proxy-ca" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -keyout front-proxy-client.key -out front-proxy-client.csr \
+      -subj "/CN=front-proxy-client" 2>/dev/null
+    openssl x509 -req -in front-proxy-client.csr -CA front-proxy-ca.crt -CAkey front-proxy-ca.key \
+      -CAcreateserial -out front-proxy-client.crt -days 3650 -extfile client.cnf -extensions v3 2>/dev/null
+  ) || die "creating the front proxy certificates with openssl failed in $pki"
+}
+
 write_kubeconfig() { # file user port
   local file=$1 user=$2 port=$3 pki=$dir/pki
   cat >"$file" <<EOF
@@ -228,6 +250,7 @@ up() {
   slot_claim
   net_up
   make_pki
+  make_front_proxy_pki
   make_node_pki  # the API server's kubelet client certificate is needed without a real node too
   local pki=$dir/pki
   local etcd_port etcd_peer api_port kcm_port sched_port
@@ -248,6 +271,12 @@ up() {
     --bind-address "$host_ip" --advertise-address "$host_ip" --secure-port "$api_port" \
     --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
     --client-ca-file "$pki/ca.crt" \
+    --requestheader-client-ca-file "$pki/front-proxy-ca.crt" \
+    --requestheader-allowed-names front-proxy-client \
+    --requestheader-username-headers X-Remote-User --requestheader-group-headers X-Remote-Group \
+    --requestheader-extra-headers-prefix X-Remote-Extra- \
+    --proxy-client-cert-file "$pki/front-proxy-client.crt" \
+    --proxy-client-key-file "$pki/front-proxy-client.key" \
     --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --api-audiences https://kubernetes.default.svc.cluster.local \
@@ -338,6 +367,10 @@ case "${1:-}" in
     flock -w 120 9 || die "another start holds $dir.lock; try again when it finishes"
     shift; load_images "${1:-}"
     echo "local-cluster: images loaded" >&2 ;;
+  autoscaling)
+    exec 9>"$dir.lock"
+    flock -w 1800 9 || die "another start holds $dir.lock for 30 minutes; is a build stuck?"
+    autoscaling_up ;;
   status) healthy ;;
   env) echo "export KUBECONFIG=$kubeconfig" ;;
   stop-component|start-component|restart-apiserver)
@@ -354,5 +387,5 @@ case "${1:-}" in
         start_component kube-apiserver
         echo "local-cluster: kube-apiserver ready again" >&2 ;;
     esac ;;
-  *) echo "usage: $0 up [--nodes N] [--real-nodes 0|1] | down | load-images [--cargo] | status | env | stop-component NAME | start-component NAME | restart-apiserver [SECONDS]" >&2; exit 2 ;;
+  *) echo "usage: $0 up [--nodes N] [--real-nodes 0|1] | autoscaling | down | load-images [--cargo] | status | env | stop-component NAME | start-component NAME | restart-apiserver [SECONDS]" >&2; exit 2 ;;
 esac

@@ -4,6 +4,8 @@
 #
 #   crds.sh gateway      Gateway API standard channel CRDs (config/crd/standard/)
 #   crds.sh prometheus   Prometheus Operator ServiceMonitor and PrometheusRule CRDs
+#   crds.sh keda         KEDA's CRDs (config/crd/bases/: ScaledObject first; all six are
+#                        what the KEDA operator needs to start)
 #
 # Only CustomResourceDefinitions are printed: the Gateway API standard channel
 # also ships a ValidatingAdmissionPolicy (vap_safeupgrades), an upgrade guard
@@ -17,7 +19,8 @@ die() { echo "crds.sh: error: $*" >&2; exit 1; }
 case "${1:-}" in
   gateway) module=sigs.k8s.io/gateway-api ;;
   prometheus) module=github.com/prometheus-operator/prometheus-operator ;;
-  *) echo "usage: $0 gateway|prometheus" >&2; exit 2 ;;
+  keda) module=github.com/kedacore/keda/v2 ;;
+  *) echo "usage: $0 gateway|prometheus|keda" >&2; exit 2 ;;
 esac
 
 command -v go >/dev/null 2>&1 || die "go toolchain not found on PATH: install Go >= 1.26 to get the $1 CRDs"
@@ -46,6 +49,12 @@ case $1 in
     crd_dir=$dir/example/prometheus-operator-crd
     files=("$crd_dir/monitoring.coreos.com_servicemonitors.yaml"
            "$crd_dir/monitoring.coreos.com_prometheusrules.yaml")
+    ;;
+  keda)
+    files=("$dir/config/crd/bases/keda.sh_scaledobjects.yaml")
+    for f in "$dir"/config/crd/bases/*.yaml; do
+      [ "$f" = "${files[0]}" ] || files+=("$f")
+    done
     ;;
 esac
 for f in "${files[@]}"; do

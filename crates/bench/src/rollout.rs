@@ -15,6 +15,7 @@ mod operator;
 mod procfs;
 #[allow(dead_code)]
 mod prom;
+mod realnode;
 
 use std::{
     path::PathBuf,
@@ -25,20 +26,16 @@ use anyhow::{Context as _, bail};
 use clap::Parser;
 use k8s_openapi::api::{
     apps::v1::Deployment,
-    core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, Pod, Service},
+    core::v1::{Pod, Service},
 };
 use kube::{
     Api, Client,
-    api::{
-        ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
-    },
+    api::{DynamicObject, ListParams, Patch, PatchParams, PostParams},
 };
+use realnode::{MODEL, MOUNT, median, vllm};
 use serde::Serialize;
 use serde_json::{Value, json};
 use testkit::load::{Load, LoadSpec, Report};
-
-const MODEL: &str = "qwen-sim";
-const MOUNT: &str = "/data/models";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -118,13 +115,6 @@ struct RunResult {
 
 fn log(msg: impl AsRef<str>) {
     eprintln!("bench-rollout: {}", msg.as_ref());
-}
-
-fn vllm() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("aiinfra.example.com", "v1alpha1", "VLLMService"),
-        "vllmservices",
-    )
 }
 
 fn service_name(i: usize) -> String {
@@ -222,30 +212,6 @@ async fn wait_settled(client: &Client, ns: &str, args: &Args, what: &str) -> any
     Ok(())
 }
 
-/// Deletes the namespace and the PersistentVolumes of a run when dropped.
-struct Cleanup {
-    kubeconfig: PathBuf,
-    ns: String,
-    pvs: Vec<String>,
-    dir: PathBuf,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let kubectl = |args: &[&str]| {
-            let _ = std::process::Command::new("kubectl")
-                .env("KUBECONFIG", &self.kubeconfig)
-                .args(args)
-                .output();
-        };
-        kubectl(&["delete", "namespace", &self.ns, "--wait=false"]);
-        for pv in &self.pvs {
-            kubectl(&["delete", "pv", pv, "--wait=false"]);
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 async fn one_run(
     client: &Client,
     args: &Args,
@@ -253,57 +219,15 @@ async fn one_run(
     mode: Mode,
     run: usize,
 ) -> anyhow::Result<RunResult> {
-    let ns = format!(
-        "bench-rollout-{}-{}",
-        if mode.drain_seconds > 0 {
-            "drain"
-        } else {
-            "nodrain"
-        },
-        testkit::random_suffix()
-    );
-    let dir = repo.join("target/real-node-models").join(&ns);
-    let mut cleanup = Cleanup {
-        kubeconfig: args.kubeconfig.clone(),
-        ns: ns.clone(),
-        pvs: Vec::new(),
-        dir: dir.clone(),
+    let prefix = if mode.drain_seconds > 0 {
+        "bench-rollout-drain"
+    } else {
+        "bench-rollout-nodrain"
     };
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
-        )
-        .await?;
-    let sa: Api<k8s_openapi::api::core::v1::ServiceAccount> = Api::namespaced(client.clone(), &ns);
-    while sa.get_opt("default").await?.is_none() {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    testkit::fake_model_dir(&dir, MODEL);
-    let pvs: Api<PersistentVolume> = Api::all(client.clone());
-    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
-    for i in 0..args.services {
-        let pv_name = format!("{ns}-models-{i}");
-        pvs.create(&PostParams::default(), &serde_json::from_value(json!({
-            "metadata": {"name": pv_name},
-            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadOnlyMany"],
-                     "storageClassName": "static-models", "hostPath": {"path": dir.to_str().unwrap()},
-                     "persistentVolumeReclaimPolicy": "Retain",
-                     "claimRef": {"namespace": ns, "name": format!("models-{i}")}}
-        }))?)
-        .await?;
-        cleanup.pvs.push(pv_name);
-        pvcs.create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "metadata": {"name": format!("models-{i}")},
-                "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "static-models",
-                         "resources": {"requests": {"storage": "1Gi"}}}
-            }))?,
-        )
-        .await?;
-    }
+    let cleanup =
+        realnode::namespace_with_models(client, &args.kubeconfig, repo, prefix, args.services)
+            .await?;
+    let ns = cleanup.ns.clone();
 
     let logs = repo.join("target/bench-rollout");
     std::fs::create_dir_all(&logs)?;
@@ -455,19 +379,6 @@ async fn one_run(
     })
 }
 
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
-}
-
 fn markdown(args: &Args, timestamp: &str, machine: &str, results: &[RunResult]) -> String {
     let mut s = format!(
         "\n## Run {timestamp} — rollout figure{}\n\n`{}`: {} VLLMServices × {} replicas of the simulator on the real node, \
@@ -550,11 +461,7 @@ async fn main() -> anyhow::Result<()> {
     let timestamp = k8s_openapi::jiff::Timestamp::now()
         .strftime("%Y%m%dT%H%M%SZ")
         .to_string();
-    let m = procfs::Machine::read();
-    let machine = format!(
-        "{} cores ({}), {} GiB, kernel {}, load average at start {}",
-        m.cores, m.cpu_model, m.mem_total_gib, m.kernel, m.loadavg_at_start
-    );
+    let machine = realnode::machine();
     let mut results = Vec::new();
     for run in 1..=args.runs {
         for mode in MODES {

@@ -4,6 +4,9 @@
 //! when the cluster cannot start, the test fails with the component's log tail.
 
 pub mod load;
+pub mod metrics_pipeline;
+
+pub use metrics_pipeline::{Pipeline, Signal, autoscaling};
 
 use std::{
     future::Future,
@@ -30,12 +33,18 @@ pub fn repo_root() -> PathBuf {
 
 /// The local cluster every test of this run shares.
 pub struct Cluster {
+    dir: PathBuf,
     kubeconfig: PathBuf,
 }
 
 impl Cluster {
     pub fn kubeconfig(&self) -> &Path {
         &self.kubeconfig
+    }
+
+    /// The cluster's state directory (`VLLM_CLUSTER_DIR`, by default `target/cluster`).
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// `kubectl` against this cluster.
@@ -89,6 +98,7 @@ pub fn cluster() -> &'static Cluster {
             .unwrap_or_else(|| repo_root().join("target/cluster"));
         Cluster {
             kubeconfig: dir.join("kubeconfig"),
+            dir,
         }
     })
 }
@@ -160,12 +170,13 @@ pub fn install_crds() {
 }
 
 /// This project's CRDs and the optional ones it works with (Gateway API,
-/// Prometheus Operator), once per test process: what a test on the shared
+/// Prometheus Operator, KEDA), once per test process: what a test on the shared
 /// cluster may assume, whichever test runs first.
 pub fn install_all_crds() {
     install_crds();
     install_gateway_api_crds();
     install_prometheus_crds();
+    install_keda_crds();
 }
 
 fn install_crds_on(kubeconfig: &Path) {
@@ -237,6 +248,17 @@ pub fn install_prometheus_crds() {
     });
 }
 
+/// Installs KEDA's CRDs (`ScaledObject` and the five others its operator
+/// watches; pinned in `hack/cluster/crds/go.mod`) on the shared cluster and
+/// waits until they are established. Idempotent; applied once per test process.
+/// (The CRDs alone: [`autoscaling`] also runs KEDA.)
+pub fn install_keda_crds() {
+    static DONE: Mutex<bool> = Mutex::new(false);
+    once_per_process(&DONE, || {
+        install_third_party_crds_on(cluster().kubeconfig(), ThirdParty::Keda)
+    });
+}
+
 /// Runs `install` unless it already succeeded in this process; concurrent
 /// callers wait for the one running it.
 fn once_per_process(done: &Mutex<bool>, install: impl FnOnce()) {
@@ -252,6 +274,7 @@ fn once_per_process(done: &Mutex<bool>, install: impl FnOnce()) {
 enum ThirdParty {
     GatewayApi,
     Prometheus,
+    Keda,
 }
 
 impl ThirdParty {
@@ -259,6 +282,7 @@ impl ThirdParty {
         match self {
             ThirdParty::GatewayApi => "gateway",
             ThirdParty::Prometheus => "prometheus",
+            ThirdParty::Keda => "keda",
         }
     }
 }
@@ -394,6 +418,11 @@ impl PrivateCluster {
     /// Installs the ServiceMonitor and PrometheusRule CRDs; see [`install_prometheus_crds`].
     pub fn install_prometheus_crds(&self) {
         install_third_party_crds_on(&self.kubeconfig, ThirdParty::Prometheus);
+    }
+
+    /// Installs KEDA's CRDs; see [`install_keda_crds`].
+    pub fn install_keda_crds(&self) {
+        install_third_party_crds_on(&self.kubeconfig, ThirdParty::Keda);
     }
 }
 
