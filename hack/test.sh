@@ -21,6 +21,8 @@ echo "== local control plane" >&2
 hack/cluster/cluster.sh down >/dev/null 2>&1 || true
 trap 'hack/cluster/cluster.sh down' EXIT
 hack/cluster/cluster.sh up
+echo "== autoscaling pipeline: Prometheus and KEDA (built once per machine from their Go modules)" >&2
+hack/cluster/cluster.sh autoscaling
 
 echo "== helm (built once per machine from its Go module, for the packaging tests)" >&2
 hack/tools/helm.sh --build >/dev/null

@@ -1,6 +1,7 @@
 //! Gateway API routing on the local control plane: every row of SPEC section 3's
 //! resolution table, the Gateway controller's verdict read back into RouteReady,
-//! foreign routes left alone, and a cluster that gets the Gateway API late.
+//! foreign routes left alone, and a cluster that gets the Gateway API (and the
+//! Prometheus Operator's and KEDA's CRDs) late.
 
 mod common;
 
@@ -11,7 +12,7 @@ use gateway_api::apis::standard::{gateways::Gateway, httproutes::HttpRoute};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::{
     Api, ResourceExt,
-    api::{Patch, PatchParams, PostParams},
+    api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams},
 };
 use serde_json::{Value, json};
 use testkit::{PrivateCluster, wait_until};
@@ -354,6 +355,46 @@ async fn without_optional_apis_the_service_reports_them_and_converges_once_insta
         degraded.2.contains("servicemonitors.monitoring.coreos.com"),
         "{degraded:?}"
     );
+
+    // Autoscaling does not gate serving either: without KEDA an autoscaled
+    // service is Running, AutoscalingReady says what is missing.
+    let mut scaled = gpu_service("scaled", "models");
+    scaled["spec"]["autoscaling"] = json!({"minReplicas": 1, "maxReplicas": 3, "target": "2"});
+    let scaled: VLLMService = serde_json::from_value(scaled).unwrap();
+    services
+        .create(&PostParams::default(), &scaled)
+        .await
+        .unwrap();
+    let vs = wait_until(common::WAIT, "scaled Running without KEDA", || async {
+        let vs = services.get("scaled").await.ok()?;
+        let running = vs.status.as_ref()?.phase == Some(vllmservice_api::Phase::Running);
+        let reported = condition(&vs, "AutoscalingReady").is_some();
+        (running && reported && common::is_available(&vs)).then_some(vs)
+    })
+    .await;
+    let autoscaling = condition(&vs, "AutoscalingReady").unwrap();
+    assert_eq!(
+        (autoscaling.0.as_str(), autoscaling.1.as_str()),
+        ("False", "APINotInstalled"),
+        "{autoscaling:?}"
+    );
+    assert!(
+        autoscaling.2.contains("scaledobjects.keda.sh"),
+        "{autoscaling:?}"
+    );
+    // KEDA's CRDs installed later: the ScaledObject is made without an operator restart.
+    cluster.install_keda_crds();
+    let gvk = GroupVersionKind::gvk("keda.sh", "v1alpha1", "ScaledObject");
+    let scaled_objects: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk(&gvk));
+    let so = wait_until(
+        common::WAIT,
+        "the ScaledObject, without an operator restart",
+        || async { scaled_objects.get_opt("scaled").await.ok().flatten() },
+    )
+    .await;
+    assert_eq!(so.data["spec"]["scaleTargetRef"]["kind"], "VLLMService");
+    assert_eq!(so.data["spec"]["maxReplicaCount"], 3);
 
     cluster.install_gateway_api_crds();
     let gateways: Api<Gateway> = Api::namespaced(client.clone(), ns);
