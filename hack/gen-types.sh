@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Generates the checked-in Rust types of the Prometheus Operator CRDs
-# (ServiceMonitor, PrometheusRule; monitoring.coreos.com/v1) with kopium, from
-# the CRD manifests pinned in hack/cluster/crds/go.mod (see hack/cluster/crds.sh).
+# Generates the checked-in Rust types of the third-party CRDs the operator writes
+# with kopium, from the CRD manifests pinned in hack/cluster/crds/go.mod (see
+# hack/cluster/crds.sh): the Prometheus Operator's ServiceMonitor and
+# PrometheusRule (monitoring.coreos.com/v1) and KEDA's ScaledObject (keda.sh/v1alpha1).
 #
-#   hack/gen-types.sh                 regenerate crates/operator/src/prometheus/*.rs
+#   hack/gen-types.sh                 regenerate crates/operator/src/{prometheus,keda}/*.rs
 #   hack/gen-types.sh --check         regenerate into a temp dir; fail if the checked-in files differ
 #   hack/gen-types.sh --install-only  only make sure the pinned kopium is installed
 #
@@ -16,11 +17,13 @@ kopium_version=0.24.1
 cache=${VLLM_OPERATOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vllm-operator}
 root=$cache/tools/kopium-$kopium_version
 kopium=$root/bin/kopium
-out_dir=$repo/crates/operator/src/prometheus
-# kind -> output file and CRD manifest (as named in the prometheus-operator module).
+src_dir=$repo/crates/operator/src
+# crds.sh set, output file (under crates/operator/src) and the CRD manifest's path
+# inside its Go module.
 targets=(
-  "servicemonitors.rs monitoring.coreos.com_servicemonitors.yaml"
-  "prometheusrules.rs monitoring.coreos.com_prometheusrules.yaml"
+  "prometheus prometheus/servicemonitors.rs example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml"
+  "prometheus prometheus/prometheusrules.rs example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml"
+  "keda keda/scaledobjects.rs config/crd/bases/keda.sh_scaledobjects.yaml"
 )
 # -A: docs, JsonSchema and schema=derived (so CustomResourceExt::crd() works);
 # Default and PartialEq make the types easy to build and compare.
@@ -45,19 +48,21 @@ install_kopium() {
   exec 8>&-
 }
 
-# generate DIR: writes every target into DIR.
+# generate DIR: writes every target into DIR (as DIR/prometheus/..., DIR/keda/...).
 generate() {
-  local dest=$1 files f t
-  files=$("$repo/hack/cluster/crds.sh" prometheus) || die "hack/cluster/crds.sh prometheus failed"
+  local dest=$1 f t set out path files gomodcache
+  gomodcache=$(cd "$repo/hack/cluster/crds" && go env GOMODCACHE)
   for t in "${targets[@]}"; do
-    local out=${t%% *} name=${t#* }
-    f=$(printf '%s\n' "$files" | grep "/$name\$") || die "crds.sh printed no $name"
+    read -r set out path <<<"$t"
+    files=$("$repo/hack/cluster/crds.sh" "$set") || die "hack/cluster/crds.sh $set failed"
+    f=$(printf '%s\n' "$files" | grep "/$path\$") || die "crds.sh $set printed no $path"
     # kopium records its command line in the header: run it from the module
     # root with a relative path so the output does not depend on the machine.
-    local mod_root=${f%/example/*} module_at
+    local mod_root=${f%/"$path"} module_at
     # The module's path inside the module cache (wherever GOMODCACHE points).
-    module_at=${mod_root#"$(cd "$repo/hack/cluster/crds" && go env GOMODCACHE)"/}
-    (cd "$mod_root" && "$kopium" -f "${f#"$mod_root"/}" "${kopium_flags[@]}") >"$dest/$out.raw" \
+    module_at=${mod_root#"$gomodcache"/}
+    mkdir -p "$(dirname "$dest/$out")"
+    (cd "$mod_root" && "$kopium" -f "$path" "${kopium_flags[@]}") >"$dest/$out.raw" \
       || die "kopium failed on $f"
     {
       head -n 1 "$dest/$out.raw"
@@ -74,9 +79,11 @@ case $mode in
   --install-only) install_kopium ;;
   generate)
     install_kopium
-    mkdir -p "$out_dir"
-    generate "$out_dir"
-    echo "gen-types.sh: wrote ${targets[*]%% *} into ${out_dir#"$repo"/}" >&2
+    generate "$src_dir"
+    for t in "${targets[@]}"; do
+      read -r _ out _ <<<"$t"
+      echo "gen-types.sh: wrote crates/operator/src/$out" >&2
+    done
     ;;
   --check)
     install_kopium
@@ -85,11 +92,11 @@ case $mode in
     generate "$tmp"
     drift=0
     for t in "${targets[@]}"; do
-      out=${t%% *}
-      if ! diff -u "$out_dir/$out" "$tmp/$out" >"$tmp/$out.diff" 2>&1; then
+      read -r _ out _ <<<"$t"
+      if ! diff -u "$src_dir/$out" "$tmp/$out" >"$tmp/diff" 2>&1; then
         drift=1
-        echo "gen-types.sh: crates/operator/src/prometheus/$out differs from kopium's output:" >&2
-        head -n 40 "$tmp/$out.diff" >&2
+        echo "gen-types.sh: crates/operator/src/$out differs from kopium's output:" >&2
+        head -n 40 "$tmp/diff" >&2
       fi
     done
     [ $drift = 0 ] || die "generated types are out of date: run hack/gen-types.sh and commit the result"

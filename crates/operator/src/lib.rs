@@ -17,6 +17,7 @@ pub mod error;
 pub mod events;
 pub mod health;
 pub mod hflog;
+pub mod keda;
 pub mod metrics;
 pub mod modelready;
 pub mod names;
