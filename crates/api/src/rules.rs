@@ -48,6 +48,12 @@ pub mod limits {
     pub const DRAIN_SECONDS: i32 = 3600;
     /// `shutdown.preStopSeconds`: ten minutes.
     pub const PRE_STOP_SECONDS: i32 = 600;
+    /// `autoscaling.scaleDownStabilizationSeconds`: an hour, the HPA's own limit.
+    pub const STABILIZATION_SECONDS: i32 = 3600;
+    /// `autoscaling.prometheus.serverAddress`.
+    pub const URL: usize = 2048;
+    /// PromQL queries (`autoscaling.prometheus.query`, `autoscaling.activationQuery`).
+    pub const QUERY: usize = 4096;
 }
 
 /// A vLLM flag that the operator sets from a typed field, so `engineArgs.extraArgs` must not
@@ -529,6 +535,79 @@ pub fn lora_rank_cel() -> String {
     format!("self in [{}]", ranks.join(", "))
 }
 
+/// An `http://` or `https://` URL with a host and no whitespace, or empty (unset):
+/// `autoscaling.prometheus.serverAddress`.
+pub const HTTP_URL_RE: &str = "^(https?://[^/?#[:space:]]+([/?#][^[:space:]]*)?)?$";
+
+/// Rust twin of [`HTTP_URL_RE`].
+pub fn is_http_url_or_empty(s: &str) -> bool {
+    // RE2's [:space:] is [\t\n\v\f\r ].
+    let space = |c: char| matches!(c, ' ' | '\t' | '\n' | '\x0B' | '\x0C' | '\r');
+    if s.is_empty() {
+        return true;
+    }
+    let Some(rest) = s
+        .strip_prefix("http://")
+        .or_else(|| s.strip_prefix("https://"))
+    else {
+        return false;
+    };
+    let host_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    host_end > 0 && !rest.contains(space)
+}
+
+/// Rust twin of [`DECIMAL_RE`].
+pub fn is_decimal(s: &str) -> bool {
+    let (int, frac) = s.split_once('.').unwrap_or((s, ""));
+    let digits = |p: &str| p.chars().all(|c| c.is_ascii_digit());
+    digits(int) && digits(frac) && (!int.is_empty() || !frac.is_empty())
+}
+
+/// The CEL rule on `autoscaling.target`: greater than 0. A value that is not a decimal is
+/// left to the field's pattern (`||` absorbs the error of `double()` on it).
+pub fn positive_decimal_cel() -> String {
+    format!("!self.matches('{DECIMAL_RE}') || double(self) > 0.0")
+}
+
+/// Rust twin of [`positive_decimal_cel`] (for a decimal).
+pub fn is_positive_decimal(s: &str) -> bool {
+    !is_decimal(s) || s.parse::<f64>().is_ok_and(|v| v > 0.0)
+}
+
+/// The value of `autoscaling.minReplicas` in CEL on the `autoscaling` object.
+const MIN_REPLICAS_CEL: &str = "(has(self.minReplicas) ? self.minReplicas : 1)";
+
+/// `autoscaling`: maxReplicas is at least minReplicas.
+pub fn autoscaling_range_cel() -> String {
+    format!("self.maxReplicas >= {MIN_REPLICAS_CEL}")
+}
+
+/// The message of [`autoscaling_range_cel`] as a CEL messageExpression, with both numbers.
+pub fn autoscaling_range_message_cel() -> String {
+    format!(
+        "'autoscaling.maxReplicas (%d) must be at least autoscaling.minReplicas (%d)'\
+         .format([self.maxReplicas, {MIN_REPLICAS_CEL}])"
+    )
+}
+
+/// Rust twin of [`autoscaling_range_cel`].
+pub fn autoscaling_range_ok(min_replicas: i32, max_replicas: i32) -> bool {
+    max_replicas >= min_replicas
+}
+
+/// `autoscaling`: with metric kvCacheUsage (a fraction of the KV cache), target is at most 1.
+pub fn kv_cache_target_cel() -> String {
+    format!(
+        "!has(self.metric) || self.metric != 'kvCacheUsage' || \
+         !self.target.matches('{DECIMAL_RE}') || double(self.target) <= 1.0"
+    )
+}
+
+/// Rust twin of [`kv_cache_target_cel`], given whether the metric is kvCacheUsage.
+pub fn kv_cache_target_ok(is_kv_cache_usage: bool, target: &str) -> bool {
+    !is_kv_cache_usage || !is_decimal(target) || target.parse::<f64>().is_ok_and(|v| v <= 1.0)
+}
+
 /// Rust twin of [`HF_REPO_RE`].
 pub fn is_hf_repo(s: &str) -> bool {
     let part = |p: &str| {
@@ -595,6 +674,34 @@ pub mod messages {
     /// A Secret key in `tokenSecretRef`.
     pub const TOKEN_SECRET_KEY: &str = "tokenSecretRef.key must be alphanumerics, '-', '_' or \
                                         '.', not '.' and not starting with '..'";
+    /// `autoscaling.target` at most 0.
+    pub const AUTOSCALING_TARGET: &str = "autoscaling.target must be a decimal number greater \
+                                          than 0, such as \"5\" or \"0.8\"";
+    /// `autoscaling.target` not a decimal (the pattern's meaning, for validate()).
+    pub const AUTOSCALING_TARGET_DECIMAL: &str =
+        "autoscaling.target must be a decimal number such as \"5\" or \"0.8\"";
+    /// `autoscaling.target` above 1 with metric kvCacheUsage.
+    pub const KV_CACHE_TARGET: &str = "autoscaling.target must be at most 1 with metric \
+                                       kvCacheUsage: it is the fraction of the KV cache in use \
+                                       per pod, e.g. \"0.8\" for 80%";
+    /// The static message of the autoscaling range rule (for clients that ignore
+    /// messageExpression).
+    pub const AUTOSCALING_RANGE: &str =
+        "autoscaling.maxReplicas must be at least autoscaling.minReplicas";
+    /// `autoscaling.prometheus.serverAddress`.
+    pub const SERVER_ADDRESS: &str = "autoscaling.prometheus.serverAddress must be an http:// \
+                                      or https:// URL such as \
+                                      http://prometheus.monitoring.svc:9090";
+
+    /// maxReplicas below minReplicas (what [`super::autoscaling_range_message_cel`] evaluates
+    /// to).
+    pub fn autoscaling_range(min_replicas: i32, max_replicas: i32) -> String {
+        format!(
+            "autoscaling.maxReplicas ({max_replicas}) must be at least autoscaling.minReplicas \
+             ({min_replicas})"
+        )
+    }
+
     /// `rollout` with strategy Surge.
     pub const SURGE_PROGRESSES: &str = "rollout.maxSurge and rollout.maxUnavailable must not \
                                         both be 0 with strategy Surge: no pod could be replaced";
@@ -946,10 +1053,7 @@ pub fn is_duration(s: &str) -> bool {
 
 /// Rust twin of [`fraction_cel`]: a decimal in (0, 1].
 pub fn is_fraction(s: &str) -> bool {
-    let (int, frac) = s.split_once('.').unwrap_or((s, ""));
-    let digits = |p: &str| p.chars().all(|c| c.is_ascii_digit());
-    let syntax_ok = digits(int) && digits(frac) && (!int.is_empty() || !frac.is_empty());
-    syntax_ok && s.parse::<f64>().is_ok_and(|v| v > 0.0 && v <= 1.0)
+    is_decimal(s) && s.parse::<f64>().is_ok_and(|v| v > 0.0 && v <= 1.0)
 }
 
 /// Rust twin of [`QUANTITY_RE`].
@@ -1025,6 +1129,57 @@ mod tests {
             "0", "0.0", "1.01", "2", "", ".", "-0.5", "0.5e0", " 0.5", "abc", "1..0",
         ] {
             assert!(!is_fraction(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn autoscaling_targets() {
+        for ok in ["5", "0.8", ".5", "1.", "100", "0.000001"] {
+            assert!(is_decimal(ok) && is_positive_decimal(ok), "{ok}");
+        }
+        for zero in ["0", "0.0", ".0", "000"] {
+            assert!(is_decimal(zero) && !is_positive_decimal(zero), "{zero}");
+        }
+        for not_a_number in ["", ".", "abc", "-1", "1e3", " 5", "5%", "1..0", "+1"] {
+            assert!(!is_decimal(not_a_number), "{not_a_number}");
+            // Left to the pattern.
+            assert!(is_positive_decimal(not_a_number), "{not_a_number}");
+        }
+        assert!(kv_cache_target_ok(true, "1"));
+        assert!(kv_cache_target_ok(true, "0.8"));
+        assert!(!kv_cache_target_ok(true, "1.01"));
+        assert!(!kv_cache_target_ok(true, "5"));
+        assert!(kv_cache_target_ok(false, "5"));
+        assert!(kv_cache_target_ok(true, "lots"), "left to the pattern");
+        assert!(autoscaling_range_ok(0, 1));
+        assert!(autoscaling_range_ok(3, 3));
+        assert!(!autoscaling_range_ok(3, 2));
+    }
+
+    #[test]
+    fn http_urls() {
+        for ok in [
+            "",
+            "http://prometheus.monitoring.svc:9090",
+            "https://prom.example.com/prometheus",
+            "http://127.0.0.1:9090",
+            "http://[::1]:9090/",
+            "http://h?x=1",
+        ] {
+            assert!(is_http_url_or_empty(ok), "{ok}");
+        }
+        for bad in [
+            "prometheus:9090",
+            "ftp://prom",
+            "http://",
+            "http:///path",
+            "HTTP://prom",
+            "http://prom :9090",
+            "http://prom/a b",
+            "http://prom\t",
+            " http://prom",
+        ] {
+            assert!(!is_http_url_or_empty(bad), "{bad:?}");
         }
     }
 

@@ -114,6 +114,29 @@ pub(crate) fn model_rules(schema: &mut Schema) {
     }
 }
 
+/// `autoscaling`'s rules that relate two of its fields, each reported on the field to change.
+pub(crate) fn autoscaling_rules(schema: &mut Schema) {
+    push_entry(
+        schema.ensure_object(),
+        json!({
+            "rule": rules::autoscaling_range_cel(),
+            "messageExpression": rules::autoscaling_range_message_cel(),
+            "message": messages::AUTOSCALING_RANGE,
+            "fieldPath": ".maxReplicas",
+            "reason": "FieldValueInvalid",
+        }),
+    );
+    push_entry(
+        schema.ensure_object(),
+        json!({
+            "rule": rules::kv_cache_target_cel(),
+            "message": messages::KV_CACHE_TARGET,
+            "fieldPath": ".target",
+            "reason": "FieldValueInvalid",
+        }),
+    );
+}
+
 /// A transform that adds one CEL rule.
 pub(crate) fn cel(rule: String, message: String) -> impl FnMut(&mut Schema) {
     move |schema| push_rule(schema, &rule, &message)

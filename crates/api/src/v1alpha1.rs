@@ -39,6 +39,9 @@ pub mod condition_types {
     pub const PROGRESSING: &str = "Progressing";
     /// Something needs the user's attention; the message says what.
     pub const DEGRADED: &str = "Degraded";
+    /// KEDA scales the service as `spec.autoscaling` asks (True with reason
+    /// AutoscalingNotRequired when it is unset).
+    pub const AUTOSCALING_READY: &str = "AutoscalingReady";
     /// The model (and the LoRA adapters) that `spec.modelSource` and `spec.loraAdapters`
     /// download are on the volume; absent when nothing is downloaded.
     pub const MODEL_READY: &str = "ModelReady";
@@ -106,6 +109,20 @@ pub mod condition_types {
         priority = 1
     ),
     printcolumn(
+        name = "MinReplicas",
+        type_ = "integer",
+        json_path = ".spec.autoscaling.minReplicas",
+        description = "The fewest replicas the autoscaler keeps",
+        priority = 1
+    ),
+    printcolumn(
+        name = "MaxReplicas",
+        type_ = "integer",
+        json_path = ".spec.autoscaling.maxReplicas",
+        description = "The most replicas the autoscaler starts",
+        priority = 1
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
@@ -132,7 +149,9 @@ pub struct VLLMServiceSpec {
     pub model_name: String,
 
     /// Number of vLLM pods. 0 scales the service to zero. Also set by kubectl scale and
-    /// autoscalers through the scale subresource.
+    /// autoscalers through the scale subresource. With spec.autoscaling, KEDA's
+    /// HorizontalPodAutoscaler sets it: omit it from applied manifests, or every apply
+    /// resets it.
     #[serde(default = "default_replicas")]
     #[schemars(range(min = 0))]
     pub replicas: i32,
@@ -296,6 +315,158 @@ pub struct VLLMServiceSpec {
     /// at most one pod at a time, made when replicas > 1.
     #[serde(default)]
     pub disruption_budget: DisruptionBudget,
+
+    /// Scale the service between minReplicas and maxReplicas on vLLM's own load, read from
+    /// Prometheus by a KEDA ScaledObject the operator makes (KEDA must be installed). KEDA's
+    /// HorizontalPodAutoscaler then sets spec.replicas. Unset: spec.replicas is the number of
+    /// pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaling: Option<Autoscaling>,
+}
+
+fn default_min_replicas() -> i32 {
+    1
+}
+
+fn default_scale_down_stabilization_seconds() -> i32 {
+    300
+}
+
+fn default_initial_cooldown_seconds() -> i32 {
+    600
+}
+
+/// Autoscaling through KEDA on vLLM's metrics, as Prometheus scrapes them from this
+/// service's pods.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = schema::unwrap_doc_lines)]
+#[schemars(transform = schema::autoscaling_rules)]
+pub struct Autoscaling {
+    /// The fewest pods. Defaults to 1. 0 scales an idle service to zero, which needs
+    /// activationQuery: vLLM exports no metrics without pods, so nothing else could bring it
+    /// back (until it is set, the service scales down to 1).
+    #[serde(default = "default_min_replicas")]
+    #[schemars(range(min = 0))]
+    pub min_replicas: i32,
+
+    /// The most pods; at least minReplicas.
+    #[schemars(range(min = 1))]
+    pub max_replicas: i32,
+
+    /// The load signal, per pod: requestsWaiting (vllm:num_requests_waiting, the default),
+    /// requestsRunning (vllm:num_requests_running) or kvCacheUsage (vllm:kv_cache_usage_perc,
+    /// 0 to 1).
+    #[serde(default)]
+    pub metric: AutoscalingMetric,
+
+    /// The metric's target value per pod, as a decimal string greater than 0: e.g. "5"
+    /// requests waiting or running, or "0.8" (80%) KV-cache usage (at most 1). KEDA adds pods
+    /// while the mean per pod is above it and removes them while it is below.
+    #[schemars(length(min = 1, max = limits::DECIMAL), regex(pattern = rules::DECIMAL_RE))]
+    #[schemars(transform = schema::cel(
+        rules::positive_decimal_cel(),
+        messages::AUTOSCALING_TARGET.into(),
+    ))]
+    pub target: String,
+
+    /// Where KEDA reads the metric, and how.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prometheus: Option<AutoscalingPrometheus>,
+
+    /// PromQL for a signal that exists while the service has no pods (e.g. requests waiting
+    /// in a gateway or a queue in front of it): above 0, it scales the service from 0 to 1.
+    /// Needed for minReplicas 0. Unset or empty: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::QUERY))]
+    pub activation_query: Option<String>,
+
+    /// How long the load must stay low before pods are removed (the HPA's scale-down
+    /// stabilization window, and KEDA's cooldown before scaling to zero), in seconds. 0 to
+    /// 3600; defaults to 300.
+    #[serde(default = "default_scale_down_stabilization_seconds")]
+    #[schemars(range(min = 0, max = limits::STABILIZATION_SECONDS))]
+    pub scale_down_stabilization_seconds: i32,
+
+    /// Seconds after the ScaledObject is made before KEDA may scale the service to zero
+    /// while no trigger has been active yet (time for the model to load and its metrics to
+    /// appear). Defaults to 600.
+    #[serde(default = "default_initial_cooldown_seconds")]
+    #[schemars(range(min = 0))]
+    pub initial_cooldown_seconds: i32,
+}
+
+impl Autoscaling {
+    /// `activationQuery`, unless unset or empty.
+    pub fn activation_query(&self) -> Option<&str> {
+        self.activation_query.as_deref().filter(|q| !q.is_empty())
+    }
+
+    /// `prometheus.serverAddress`, unless unset or empty.
+    pub fn server_address(&self) -> Option<&str> {
+        self.prometheus
+            .as_ref()
+            .and_then(|p| p.server_address.as_deref())
+            .filter(|a| !a.is_empty())
+    }
+
+    /// `prometheus.query`, unless unset or empty.
+    pub fn query(&self) -> Option<&str> {
+        self.prometheus
+            .as_ref()
+            .and_then(|p| p.query.as_deref())
+            .filter(|q| !q.is_empty())
+    }
+}
+
+/// The load signal autoscaling follows.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum AutoscalingMetric {
+    /// Requests waiting in vLLM's queue (vllm:num_requests_waiting).
+    #[default]
+    RequestsWaiting,
+    /// Requests vLLM is running (vllm:num_requests_running).
+    RequestsRunning,
+    /// The fraction of the KV cache in use (vllm:kv_cache_usage_perc).
+    KvCacheUsage,
+}
+
+impl AutoscalingMetric {
+    /// The value as it is serialized.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AutoscalingMetric::RequestsWaiting => "requestsWaiting",
+            AutoscalingMetric::RequestsRunning => "requestsRunning",
+            AutoscalingMetric::KvCacheUsage => "kvCacheUsage",
+        }
+    }
+}
+
+impl fmt::Display for AutoscalingMetric {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The Prometheus server KEDA queries, and the query.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = schema::unwrap_doc_lines)]
+pub struct AutoscalingPrometheus {
+    /// URL of the Prometheus HTTP API, e.g. http://prometheus.monitoring.svc:9090. Unset or
+    /// empty: the operator's default (its --prometheus-address).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::URL), regex(pattern = rules::HTTP_URL_RE))]
+    pub server_address: Option<String>,
+
+    /// PromQL that replaces the built-in query of metric. KEDA divides its value by the
+    /// number of pods and compares that with target, so it should sum over the service's
+    /// pods. Unset or empty: the built-in query, e.g.
+    /// sum(vllm:num_requests_waiting{namespace="...",service="...",model_name="..."}).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::QUERY))]
+    pub query: Option<String>,
 }
 
 /// How a pod stops (SIGTERM handling).
@@ -863,8 +1034,9 @@ pub struct VLLMServiceStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 
-    /// Conditions: DeploymentReady, StorageReady, RouteReady, MonitoringReady, Progressing,
-    /// Degraded and the summary Available.
+    /// Conditions: DeploymentReady, StorageReady, RouteReady, MonitoringReady,
+    /// AutoscalingReady, Progressing, Degraded and the summary Available (ModelReady when the
+    /// operator downloads the model).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(transform = schema::conditions)]
     pub conditions: Vec<Condition>,

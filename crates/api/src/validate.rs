@@ -13,8 +13,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::rules::{self, RESERVED_FLAGS, limits, messages};
 use crate::v1alpha1::{
-    EngineArgs, GatewayRef, HuggingFace, Monitoring, Probe, ProbeKind, Rollout, RolloutStrategy,
-    Storage, VLLMService, VLLMServiceSpec,
+    Autoscaling, AutoscalingMetric, EngineArgs, GatewayRef, HuggingFace, Monitoring, Probe,
+    ProbeKind, Rollout, RolloutStrategy, Storage, VLLMService, VLLMServiceSpec,
 };
 
 /// One rule broken by one field.
@@ -228,6 +228,9 @@ fn check_spec(spec: &VLLMServiceSpec, errors: &mut Errors) {
     check_monitoring(&spec.monitoring, errors);
     check_shutdown(spec, errors);
     check_rollout(&spec.rollout, errors);
+    if let Some(autoscaling) = &spec.autoscaling {
+        check_autoscaling(autoscaling, errors);
+    }
     if spec.pod_annotations.len() > limits::MAP_ENTRIES {
         errors.push(
             "spec.podAnnotations",
@@ -693,6 +696,69 @@ fn check_rollout(rollout: &Rollout, errors: &mut Errors) {
     ) {
         errors.push("spec.rollout", messages::SURGE_PROGRESSES);
     }
+}
+
+fn check_autoscaling(a: &Autoscaling, errors: &mut Errors) {
+    let prefix = "spec.autoscaling";
+    errors.at_least(&format!("{prefix}.minReplicas"), a.min_replicas, 0);
+    let field = format!("{prefix}.maxReplicas");
+    errors.at_least(&field, a.max_replicas, 1);
+    if !rules::autoscaling_range_ok(a.min_replicas, a.max_replicas) {
+        errors.push(
+            field,
+            messages::autoscaling_range(a.min_replicas, a.max_replicas),
+        );
+    }
+    let field = format!("{prefix}.target");
+    if errors.length(&field, &a.target, 1, limits::DECIMAL) {
+        if !rules::is_decimal(&a.target) {
+            errors.push(&field, messages::AUTOSCALING_TARGET_DECIMAL);
+        } else if !rules::is_positive_decimal(&a.target) {
+            errors.push(&field, messages::AUTOSCALING_TARGET);
+        }
+    }
+    if !rules::kv_cache_target_ok(a.metric == AutoscalingMetric::KvCacheUsage, &a.target) {
+        errors.push(&field, messages::KV_CACHE_TARGET);
+    }
+    if let Some(p) = &a.prometheus {
+        if let Some(address) = &p.server_address {
+            let field = format!("{prefix}.prometheus.serverAddress");
+            if errors.length(&field, address, 0, limits::URL)
+                && !rules::is_http_url_or_empty(address)
+            {
+                errors.push(field, messages::SERVER_ADDRESS);
+            }
+        }
+        if let Some(query) = &p.query {
+            errors.length(
+                &format!("{prefix}.prometheus.query"),
+                query,
+                0,
+                limits::QUERY,
+            );
+        }
+    }
+    if let Some(query) = &a.activation_query {
+        errors.length(
+            &format!("{prefix}.activationQuery"),
+            query,
+            0,
+            limits::QUERY,
+        );
+    }
+    let field = format!("{prefix}.scaleDownStabilizationSeconds");
+    errors.at_least(&field, a.scale_down_stabilization_seconds, 0);
+    if a.scale_down_stabilization_seconds > limits::STABILIZATION_SECONDS {
+        errors.push(
+            field,
+            format!("must be at most {}", limits::STABILIZATION_SECONDS),
+        );
+    }
+    errors.at_least(
+        &format!("{prefix}.initialCooldownSeconds"),
+        a.initial_cooldown_seconds,
+        0,
+    );
 }
 
 /// A DNS-1035 label: what a Service name must be.

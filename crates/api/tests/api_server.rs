@@ -670,6 +670,8 @@ async fn kubectl_get_shows_the_printer_columns() {
             "HOST",
             "MAXMODELLEN",
             "KVCACHETOKENS",
+            "MINREPLICAS",
+            "MAXREPLICAS",
             "AGE"
         ],
         "{output}"
@@ -677,4 +679,23 @@ async fn kubectl_get_shows_the_printer_columns() {
     assert_eq!(header, crd_headers(true), "{output}");
     assert!(row.contains("qwen2.5-1.5b-instruct"), "{output}");
     assert!(row.contains("llm.example.local"), "{output}");
+
+    // The autoscaling range, in the wide columns.
+    let mut scaled = common::read_yaml("examples/qwen-demo.yaml");
+    scaled["metadata"]["name"] = json!("scaled");
+    scaled["spec"]["autoscaling"] = json!({"minReplicas": 2, "maxReplicas": 7, "target": "5"});
+    create(&api, &in_namespace(scaled, &ns.name), "with autoscaling").await;
+    let output = testkit::kubectl_ok(&["get", "vllm", "scaled", "-n", &ns.name, "-o", "wide"]);
+    let (header, row) = header_and_row(&output);
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    let cell = |name: &str| {
+        let i = header.iter().position(|h| h == name).unwrap();
+        // Cells before it may be empty ("<none>" counts as one).
+        cells[cells.len() - (header.len() - i)]
+    };
+    assert_eq!(
+        (cell("MINREPLICAS"), cell("MAXREPLICAS")),
+        ("2", "7"),
+        "{output}"
+    );
 }

@@ -141,6 +141,8 @@ fn resource_features() {
         ("Host", ".spec.gatewayRef.host", 1),
         ("MaxModelLen", ".status.engine.maxModelLen", 1),
         ("KVCacheTokens", ".status.engine.kvCacheTokens", 1),
+        ("MinReplicas", ".spec.autoscaling.minReplicas", 1),
+        ("MaxReplicas", ".spec.autoscaling.maxReplicas", 1),
         ("Age", ".metadata.creationTimestamp", 0),
     ];
     let expected: Vec<(String, String, i64)> = expected
