@@ -40,6 +40,15 @@ enum Command {
         /// Namespace to assume when the manifest has none.
         #[arg(long, default_value = "default")]
         namespace: String,
+        /// The Prometheus the ScaledObject queries unless the manifest sets
+        /// spec.autoscaling.prometheus.serverAddress (as `run --prometheus-address`).
+        #[arg(
+            long,
+            env = "VLLM_OPERATOR_PROMETHEUS_ADDRESS",
+            default_value = vllmservice_controller::build::DEFAULT_PROMETHEUS_ADDRESS,
+            value_parser = prometheus_address
+        )]
+        prometheus_address: String,
     },
     /// Print the operator's RBAC as YAML: the ClusterRole and the leader-election
     /// Role; with `--watch-namespace NS`, instead every Role, ClusterRole and
@@ -73,6 +82,15 @@ struct RunArgs {
     /// Watch only this namespace (default: all).
     #[arg(long, env = "VLLM_OPERATOR_NAMESPACE")]
     watch_namespace: Option<String>,
+    /// The Prometheus HTTP API that KEDA queries for a VLLMService's autoscaling
+    /// metric, unless its spec.autoscaling.prometheus.serverAddress says otherwise.
+    #[arg(
+        long,
+        env = "VLLM_OPERATOR_PROMETHEUS_ADDRESS",
+        default_value = vllmservice_controller::build::DEFAULT_PROMETHEUS_ADDRESS,
+        value_parser = prometheus_address
+    )]
+    prometheus_address: String,
     /// Address of the /metrics, /healthz and /readyz endpoints.
     #[arg(
         long,
@@ -119,6 +137,18 @@ struct RunArgs {
     leader_election_renew_grace_seconds: u64,
 }
 
+/// `--prometheus-address`: the rule of spec.autoscaling.prometheus.serverAddress, not empty.
+fn prometheus_address(s: &str) -> Result<String, String> {
+    if !s.is_empty() && vllmservice_api::rules::is_http_url_or_empty(s) {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?} is not an http:// or https:// URL such as {}",
+            vllmservice_controller::build::DEFAULT_PROMETHEUS_ADDRESS
+        ))
+    }
+}
+
 #[tokio::main]
 async fn main() {
     if let Err(e) = dispatch(Cli::parse().command).await {
@@ -151,9 +181,10 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
             file,
             filename,
             namespace,
+            prometheus_address,
         } => {
             let file = file.or(filename).expect("clap requires one of them");
-            print!("{}", render(&file, &namespace)?);
+            print!("{}", render(&file, &namespace, &prometheus_address)?);
             Ok(())
         }
         Command::Run(args) => run(args).await,
@@ -205,7 +236,11 @@ fn watch_namespace_rbac_yaml(namespace: &str, watch: &str) -> anyhow::Result<Str
 }
 
 /// The objects for one VLLMService manifest, as a multi-document YAML stream.
-fn render(file: &std::path::Path, namespace: &str) -> anyhow::Result<String> {
+fn render(
+    file: &std::path::Path,
+    namespace: &str,
+    prometheus_address: &str,
+) -> anyhow::Result<String> {
     use std::io::Read;
     let mut text = String::new();
     let stdin = file.as_os_str() == "-";
@@ -242,7 +277,7 @@ fn render(file: &std::path::Path, namespace: &str) -> anyhow::Result<String> {
             "# ownerReferences[].uid is left empty: the API server assigns the VLLMService's UID.\n",
         );
     }
-    for object in vllmservice_controller::build::objects(&valid) {
+    for object in vllmservice_controller::build::objects(&valid, prometheus_address) {
         out.push_str("---\n");
         out.push_str(&serde_saphyr::to_string(&object)?);
     }
@@ -287,6 +322,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         namespace: args.watch_namespace.clone(),
         // The RBAC of watch-namespace mode grants no cluster-wide pod or node reads.
         gpu_accounting: args.watch_namespace.is_none(),
+        prometheus_address: args.prometheus_address.clone(),
         health,
         ..controller::Options::default()
     };

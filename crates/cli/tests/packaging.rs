@@ -223,6 +223,10 @@ fn helm_template_renders_the_values() {
     let args = container.args.clone().unwrap();
     assert!(args.contains(&"--leader-election-namespace=$(POD_NAMESPACE)".to_string()));
     assert!(args.contains(&"--log-format=json".to_string()));
+    assert!(args.contains(&format!(
+        "--prometheus-address={}",
+        vllmservice_controller::build::DEFAULT_PROMETHEUS_ADDRESS
+    )));
     assert_eq!(
         container.image.as_deref(),
         Some("ghcr.io/example/vllmservice-operator:0.1.0")
@@ -240,6 +244,8 @@ fn helm_template_renders_the_values() {
         "serviceMonitor.enabled=true,metrics.port=9090",
         "--set",
         "resources.limits.memory=1Gi",
+        "--set",
+        "prometheusAddress=https://prom.example.com",
     ]);
     let k = kinds(&custom);
     assert!(!k.contains(&"Role".to_string()), "no lease Role: {k:?}");
@@ -254,6 +260,7 @@ fn helm_template_renders_the_values() {
     assert!(!args.iter().any(|a| a.starts_with("--leader-election")));
     assert!(args.contains(&"--log-format=human".to_string()));
     assert!(args.contains(&"--metrics-addr=0.0.0.0:9090".to_string()));
+    assert!(args.contains(&"--prometheus-address=https://prom.example.com".to_string()));
     let limits = container.resources.clone().unwrap().limits.unwrap();
     assert_eq!(limits["memory"].0, "1Gi");
 

@@ -59,6 +59,7 @@ async fn render_prints_what_the_controller_applies() {
     testkit::install_crds();
     testkit::install_gateway_api_crds();
     testkit::install_prometheus_crds();
+    testkit::install_keda_crds();
     let client = testkit::client().await;
     let ns = TestNamespace::new(&client, "render").await;
     let n = ns.name.as_str();
@@ -86,7 +87,8 @@ async fn render_prints_what_the_controller_applies() {
             "storage": {"pvcName": "models", "mountPath": "/models"},
             "gatewayRef": {"name": "gw", "sectionName": "http", "host": "chat.example.com"},
             "monitoring": {"enabled": true, "labels": {"release": "prom"}},
-            "engineArgs": {"extraArgs": ["--enable-prefix-caching"]}
+            "engineArgs": {"extraArgs": ["--enable-prefix-caching"]},
+            "autoscaling": {"minReplicas": 1, "maxReplicas": 3, "metric": "kvCacheUsage", "target": "0.8"}
         }
     });
     let gateway = json!({
@@ -108,6 +110,7 @@ async fn render_prints_what_the_controller_applies() {
         "httproute",
         "servicemonitor",
         "prometheusrule",
+        "scaledobject",
     ];
     wait_until(
         Duration::from_secs(60),
@@ -226,4 +229,53 @@ fn render_shows_the_download_jobs_and_the_lora_args() {
         .expect("--lora-modules");
     assert_eq!(args[at + 1], "sql-lora=/data/models/loras/sql");
     assert_eq!(args[at + 2], "chat-lora=/data/models/loras/chat-lora");
+}
+
+/// `render` prints the ScaledObject last, with the operator's Prometheus address
+/// (`--prometheus-address`, as `run` takes it) unless the spec sets its own.
+#[test]
+fn render_shows_the_scaled_object_with_the_prometheus_address() {
+    let mut demo: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(testkit::repo_root().join("examples/qwen-demo.yaml")).unwrap(),
+    )
+    .unwrap();
+    demo["spec"]["autoscaling"] = json!({"maxReplicas": 3, "target": "2"});
+    let manifest = demo.to_string();
+    let addresses = |args: &[&str]| -> Vec<String> {
+        let out = render_with(args, &manifest);
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        let docs = documents(&text);
+        let last = docs.last().unwrap();
+        assert_eq!(last["kind"], "ScaledObject", "{text}");
+        assert_eq!(last["spec"]["scaleTargetRef"]["name"], "qwen-demo");
+        last["spec"]["triggers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["metadata"]["serverAddress"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        addresses(&["render", "-"]),
+        [vllmservice_controller::build::DEFAULT_PROMETHEUS_ADDRESS]
+    );
+    assert_eq!(
+        addresses(&[
+            "render",
+            "-",
+            "--prometheus-address",
+            "http://127.0.0.1:9090"
+        ]),
+        ["http://127.0.0.1:9090"]
+    );
+    let out = render_with(
+        &["render", "-", "--prometheus-address", "prom:9090"],
+        &manifest,
+    );
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("http:// or https:// URL"),
+        "{out:?}"
+    );
 }

@@ -29,7 +29,7 @@ pub use crate::done::{Done, Outcome};
 use crate::{
     build::{Desired, Download, Want, download},
     context::Context,
-    error::Result,
+    error::{Error, Result},
     events,
     seen::Seen,
 };
@@ -90,6 +90,9 @@ pub async fn converge(ctx: &Context, vs: &VLLMService, want: Desired, seen: &See
             monitor: child(ctx, vs, want.monitor, seen.monitor.clone(), c).await?,
             rule: child(ctx, vs, want.rule, seen.rule.clone(), c).await?,
             pdb: child(ctx, vs, want.pdb, seen.pdb.clone(), c).await?,
+            scaled_object: refused_by_webhook(
+                child(ctx, vs, want.scaled_object, seen.scaled_object.clone(), c).await,
+            )?,
             foreign_jobs,
             compute: Duration::ZERO,
         })
@@ -100,6 +103,21 @@ pub async fn converge(ctx: &Context, vs: &VLLMService, want: Desired, seen: &See
         compute: tally.compute,
         ..d
     })
+}
+
+/// A write an admission webhook refused, as an outcome the status reports
+/// (KEDA's webhook refuses a second autoscaler of the same target, which only
+/// a change elsewhere resolves), instead of a reconcile error that would stop
+/// every other status update.
+fn refused_by_webhook<K>(result: Result<Outcome<K>>) -> Result<Outcome<K>> {
+    match result {
+        Err(Error::Kube(kube::Error::Api(e)))
+            if (400..500).contains(&e.code) && e.message.contains("admission webhook") =>
+        {
+            Ok(Outcome::Refused(e.message.clone()))
+        }
+        other => other,
+    }
 }
 
 /// What one converge collects besides its outcomes: the children it created
@@ -653,6 +671,36 @@ mod tests {
             &json!({"limits": {"cpu": "2"}}),
             ""
         ));
+    }
+
+    #[test]
+    fn only_webhook_refusals_become_outcomes() {
+        let api = |code: u16, message: &str| -> Result<Outcome<()>> {
+            Err(Error::Kube(kube::Error::Api(
+                kube::core::Status::failure(message, "Forbidden")
+                    .with_code(code)
+                    .boxed(),
+            )))
+        };
+        let denied = "admission webhook \"vscaledobject.kb.io\" denied the request: the \
+                      workload 'qwen' of type 'aiinfra.example.com/VLLMService' is already \
+                      managed by the hpa 'mine'";
+        assert_eq!(
+            refused_by_webhook(api(403, denied)).unwrap(),
+            Outcome::Refused(denied.into())
+        );
+        assert_eq!(
+            refused_by_webhook(api(400, denied)).unwrap(),
+            Outcome::Refused(denied.into())
+        );
+        // RBAC's 403 and the API server's own errors stay errors.
+        let rbac = "scaledobjects.keda.sh is forbidden: User \"x\" cannot create resource";
+        assert!(refused_by_webhook(api(403, rbac)).is_err());
+        assert!(refused_by_webhook(api(500, denied)).is_err());
+        assert_eq!(
+            refused_by_webhook(Ok(Outcome::<()>::Absent)).unwrap(),
+            Outcome::Absent
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@ use std::{
 use gateway_api::apis::standard::{gateways::Gateway, httproutes::HttpRoute};
 use k8s_openapi::api::{
     apps::v1::Deployment,
+    autoscaling::v2::HorizontalPodAutoscaler,
     batch::v1::Job,
     core::v1::{Node, PersistentVolumeClaim, Pod, Service},
     policy::v1::PodDisruptionBudget,
@@ -28,6 +29,7 @@ use tokio::sync::watch;
 use vllmservice_api::{VLLMService, VLLMServiceStatus};
 
 use crate::{
+    keda::scaledobjects::ScaledObject,
     metrics::Metrics,
     names,
     optional::Apis,
@@ -49,6 +51,8 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     pub recorder: Recorder,
     pub resync: Duration,
+    /// Where KEDA queries Prometheus unless a spec says otherwise.
+    pub prometheus_address: String,
     /// Consecutive failures per object, for exponential backoff.
     failures: Mutex<HashMap<ObjectRef<DeserializeGuard<VLLMService>>, u32>>,
     /// The last status this operator wrote per VLLMService, until the watch shows it.
@@ -89,6 +93,10 @@ pub struct Caches {
     /// Present when the Prometheus Operator's CRDs are installed.
     pub monitors: Option<Cache<ServiceMonitor>>,
     pub rules: Option<Cache<PrometheusRule>>,
+    /// Present when KEDA's CRDs are installed.
+    pub scaled_objects: Option<Cache<ScaledObject>>,
+    /// The HorizontalPodAutoscalers KEDA makes (label `scaledobject.keda.sh/name`).
+    pub hpas: Cache<HorizontalPodAutoscaler>,
 }
 
 impl Caches {
@@ -112,6 +120,10 @@ impl Caches {
         if let Some(c) = &self.rules {
             c.synced().await;
         }
+        if let Some(c) = &self.scaled_objects {
+            c.synced().await;
+        }
+        self.hpas.synced().await;
     }
 }
 
@@ -539,6 +551,7 @@ impl Context {
         metrics: Arc<Metrics>,
         reporter: Reporter,
         resync: Duration,
+        prometheus_address: String,
         namespace: Option<String>,
         apis: Apis,
         services: Store<DeserializeGuard<VLLMService>>,
@@ -554,6 +567,7 @@ impl Context {
             metrics,
             recorder,
             resync,
+            prometheus_address,
             failures: Mutex::default(),
             written: Mutex::default(),
         }

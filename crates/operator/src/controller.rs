@@ -14,6 +14,7 @@ use futures::{Future, FutureExt, Stream, StreamExt};
 use gateway_api::apis::standard::{gateways::Gateway, httproutes::HttpRoute};
 use k8s_openapi::api::{
     apps::v1::Deployment,
+    autoscaling::v2::HorizontalPodAutoscaler,
     batch::v1::Job,
     core::v1::{Node, PersistentVolumeClaim, Pod, Service},
     policy::v1::PodDisruptionBudget,
@@ -35,8 +36,10 @@ use serde::de::DeserializeOwned;
 use tracing::Instrument;
 use vllmservice_api::VLLMService;
 
+use crate::keda::scaledobjects::ScaledObject;
 use crate::prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor};
 use crate::{
+    build,
     context::{Cache, CacheFill, Caches, Context, Placement, PodIndex, PodLogs, backoff},
     error::Error,
     events,
@@ -67,6 +70,9 @@ pub struct Options {
     /// (rollout strategy Auto, the numbers of a blocked rollout). Needs the
     /// cluster-wide node and pod rules; off in watch-namespace mode.
     pub gpu_accounting: bool,
+    /// The Prometheus KEDA queries for a VLLMService whose
+    /// `spec.autoscaling.prometheus.serverAddress` is unset.
+    pub prometheus_address: String,
 }
 
 impl Default for Options {
@@ -79,12 +85,13 @@ impl Default for Options {
             namespace: None,
             health: Health::default(),
             gpu_accounting: true,
+            prometheus_address: build::DEFAULT_PROMETHEUS_ADDRESS.to_string(),
         }
     }
 }
 
 /// Runs the controller until `shutdown` completes. When an optional API (Gateway
-/// API, Prometheus Operator) is installed or removed, the watches are rebuilt
+/// API, Prometheus Operator, KEDA) is installed or removed, the watches are rebuilt
 /// and every VLLMService is reconciled again; no restart of the process is needed.
 pub async fn run(
     client: Client,
@@ -114,6 +121,7 @@ async fn run_until_stopped(
         tracing::info!(
             gateway_api = apis.gateway,
             prometheus_operator = apis.prometheus,
+            keda = apis.keda,
             "optional APIs"
         );
         let (changed_tx, changed) = tokio::sync::oneshot::channel::<()>();
@@ -148,10 +156,7 @@ async fn run_until_stopped(
 async fn discover_apis(client: &Client) -> kube::Result<Apis> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let mut established = Vec::new();
-    for name in optional::GATEWAY_CRDS
-        .iter()
-        .chain(&optional::PROMETHEUS_CRDS)
-    {
+    for name in optional::all_crds() {
         let by_name = kube::api::ListParams::default().fields(&format!("metadata.name={name}"));
         let crd = crds.list(&by_name).await?.items.into_iter().next();
         let ok = crd.is_some_and(|crd| {
@@ -357,6 +362,20 @@ fn slim_pod(pod: &mut Pod) {
     pod.spec = None;
 }
 
+/// HPAs: the status reads only their conditions (KEDA copies the ScaledObject's
+/// annotations onto them too).
+fn slim_hpa(hpa: &mut HorizontalPodAutoscaler) {
+    hpa.metadata.annotations = None;
+    hpa.spec.metrics = None;
+    hpa.spec.behavior = None;
+    if let Some(status) = hpa.status.as_mut() {
+        status.current_metrics = None;
+    }
+}
+
+/// The label KEDA puts on its HPAs (and ScaledObjects): the ScaledObject's name.
+const SCALED_OBJECT_LABEL: &str = "scaledobject.keda.sh/name";
+
 /// PVCs: the reconcile reads only their phase.
 fn slim_pvc(pvc: &mut PersistentVolumeClaim) {
     pvc.spec = None;
@@ -447,6 +466,15 @@ async fn run_watches(
         ignore,
         &mut tasks,
     );
+    // KEDA's HPAs, whose ScalingLimited the status reports: the HPA's owner is
+    // the ScaledObject, named like the VLLMService (its label says which).
+    let (hpas, hpa_events) = cached_watch(
+        scope.api::<HorizontalPodAutoscaler>(),
+        watcher::Config::default().labels(SCALED_OBJECT_LABEL),
+        slim_hpa,
+        ignore,
+        &mut tasks,
+    );
     // Free GPUs are counted over the whole cluster: only an operator that may
     // see every namespace's pods can count them.
     let placement = opts
@@ -464,6 +492,11 @@ async fn run_watches(
                 .filter(|r| r.kind == "VLLMService")
                 .map(|r| ObjectRef::<DeserializeGuard<VLLMService>>::new(&r.name).within(&ns))
                 .collect::<Vec<_>>()
+        })
+        .watches_stream(hpa_events, |hpa| {
+            let ns = hpa.namespace()?;
+            let name = hpa.labels().get(SCALED_OBJECT_LABEL)?;
+            Some(ObjectRef::new(name).within(&ns))
         })
         .watches_stream(pod_events, |pod| {
             let ns = pod.namespace()?;
@@ -489,6 +522,8 @@ async fn run_watches(
         gateways: None,
         monitors: None,
         rules: None,
+        scaled_objects: None,
+        hpas,
     };
     if apis.gateway {
         let (routes, route_events) = cached_watch(
@@ -540,6 +575,17 @@ async fn run_watches(
             .owns_stream(rule_events);
         (caches.monitors, caches.rules) = (Some(monitors), Some(rules));
     }
+    if apis.keda {
+        let (scaled_objects, scaled_object_events) = cached_watch(
+            scope.api::<ScaledObject>(),
+            managed.clone(),
+            keep_all,
+            ignore,
+            &mut tasks,
+        );
+        controller = controller.owns_stream(scaled_object_events);
+        caches.scaled_objects = Some(scaled_objects);
+    }
 
     // Reconciles start once every cache holds its first list, so that a start
     // does not take, say, a PVC for missing because its cache is still empty.
@@ -580,6 +626,7 @@ async fn run_watches(
         metrics,
         reporter,
         opts.resync,
+        opts.prometheus_address.clone(),
         opts.namespace.clone(),
         apis,
         store,

@@ -5,6 +5,7 @@ use gateway_api::apis::standard::httproutes::HttpRoute;
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Service, policy::v1::PodDisruptionBudget};
 
 use crate::{
+    keda::scaledobjects::ScaledObject,
     prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor},
     route::Resolution,
 };
@@ -20,6 +21,9 @@ pub enum Outcome<K> {
     Absent,
     /// Its API is not installed.
     Untouched,
+    /// An admission webhook refused it (KEDA's, e.g. because an HPA of someone
+    /// else already scales the VLLMService); its message.
+    Refused(String),
 }
 
 impl<K> Outcome<K> {
@@ -46,6 +50,7 @@ pub struct Done {
     pub monitor: Outcome<ServiceMonitor>,
     pub rule: Outcome<PrometheusRule>,
     pub pdb: Outcome<PodDisruptionBudget>,
+    pub scaled_object: Outcome<ScaledObject>,
     /// Jobs with a download Job's name that are not the operator's: left alone.
     pub foreign_jobs: Vec<String>,
     /// Time the apply step spent comparing objects (not waiting for the API server).

@@ -3,9 +3,10 @@
 //! The pipeline of one reconcile is [`reconcile`]; [`controller`] wires the
 //! watches and caches around it. Pure modules (no I/O): `build`, `status`,
 //! `route`, `conditions`, `diagnose`, `enginelog`, `done`, `names`, `placement`,
-//! `seen`, `text`.
+//! `seen`, `text`, `autoscaling`.
 
 pub mod apply;
+pub mod autoscaling;
 pub mod build;
 pub mod conditions;
 pub mod context;

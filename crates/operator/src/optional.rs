@@ -1,4 +1,4 @@
-//! The Gateway API and the Prometheus Operator are optional in the cluster.
+//! The Gateway API, the Prometheus Operator and KEDA are optional in the cluster.
 //! Which of them is installed is read from their CRDs; the controller watches
 //! the CRDs and rebuilds its watches when that changes, so installing one
 //! later needs no operator restart. Pure: the CRDs are read by the controller.
@@ -14,11 +14,23 @@ pub const PROMETHEUS_CRDS: [&str; 2] = [
     "prometheusrules.monitoring.coreos.com",
 ];
 
+/// CRDs of KEDA the operator uses.
+pub const KEDA_CRDS: [&str; 1] = ["scaledobjects.keda.sh"];
+
+/// Every CRD that decides [`Apis`].
+pub fn all_crds() -> impl Iterator<Item = &'static str> {
+    GATEWAY_CRDS
+        .into_iter()
+        .chain(PROMETHEUS_CRDS)
+        .chain(KEDA_CRDS)
+}
+
 /// Which optional APIs are installed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Apis {
     pub gateway: bool,
     pub prometheus: bool,
+    pub keda: bool,
 }
 
 impl Apis {
@@ -28,12 +40,13 @@ impl Apis {
         Apis {
             gateway: all(&GATEWAY_CRDS),
             prometheus: all(&PROMETHEUS_CRDS),
+            keda: all(&KEDA_CRDS),
         }
     }
 
     /// True when `name` is one of the CRDs that decide [`Apis`].
     pub fn is_relevant(name: &str) -> bool {
-        GATEWAY_CRDS.contains(&name) || PROMETHEUS_CRDS.contains(&name)
+        all_crds().any(|crd| crd == name)
     }
 }
 

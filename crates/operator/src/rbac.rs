@@ -63,7 +63,7 @@ pub struct Rule {
 }
 
 /// Children the operator owns and deletes when a feature is switched off
-/// (routes, monitors, rules): a list-type schema makes hand edits of their
+/// (routes, monitors, rules, scaled objects): a list-type schema makes hand edits of their
 /// lists revertible by server-side apply, so they never need a full replace.
 const OWN_OPTIONAL: &[&str] = &["get", "list", "watch", "create", "patch", "delete"];
 /// The Deployment and Service: never deleted (garbage collection follows the
@@ -119,6 +119,20 @@ pub const CLUSTER_RULES: &[Rule] = &[
         why: "the ServiceMonitor and PrometheusRule for spec.monitoring: as the HTTPRoute (delete: monitoring or alerts switched off)",
     },
     Rule {
+        group: "keda.sh",
+        resources: &["scaledobjects"],
+        verbs: OWN_OPTIONAL,
+        scope: Scope::Namespaced,
+        why: "the KEDA ScaledObject for spec.autoscaling: as the HTTPRoute (delete: autoscaling removed)",
+    },
+    Rule {
+        group: "autoscaling",
+        resources: &["horizontalpodautoscalers"],
+        verbs: WATCH,
+        scope: Scope::Namespaced,
+        why: "cache: the HorizontalPodAutoscalers KEDA makes (label scaledobject.keda.sh/name), whose ScalingLimited AutoscalingReady reports; never written",
+    },
+    Rule {
         group: "policy",
         resources: &["poddisruptionbudgets"],
         verbs: OWN_OPTIONAL,
@@ -165,7 +179,7 @@ pub const CLUSTER_RULES: &[Rule] = &[
         resources: &["customresourcedefinitions"],
         verbs: WATCH,
         scope: Scope::Cluster,
-        why: "whether the Gateway API and Prometheus Operator are installed (a list by name at start, a watch for their installation later)",
+        why: "whether the Gateway API, the Prometheus Operator and KEDA are installed (a list by name at start, a watch for their installation later)",
     },
     Rule {
         group: "events.k8s.io",
@@ -394,6 +408,7 @@ mod tests {
     use super::*;
     use k8s_openapi::api::{
         apps::v1::Deployment,
+        autoscaling::v2::HorizontalPodAutoscaler,
         coordination::v1::Lease,
         core::v1::{Node, PersistentVolumeClaim, Pod, Service},
         events::v1::Event,
@@ -415,6 +430,7 @@ mod tests {
 
     #[test]
     fn names_match_the_rust_types() {
+        use crate::keda::scaledobjects::ScaledObject;
         use crate::prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor};
         use gateway_api::apis::standard::{gateways::Gateway, httproutes::HttpRoute};
         use vllmservice_api::VLLMService;
@@ -430,6 +446,8 @@ mod tests {
             (gr::<ServiceMonitor>(), OWN_OPTIONAL, Scope::Namespaced),
             (gr::<PrometheusRule>(), OWN_OPTIONAL, Scope::Namespaced),
             (gr::<PodDisruptionBudget>(), OWN_OPTIONAL, Scope::Namespaced),
+            (gr::<ScaledObject>(), OWN_OPTIONAL, Scope::Namespaced),
+            (gr::<HorizontalPodAutoscaler>(), WATCH, Scope::Namespaced),
             (gr::<Pod>(), WATCH, Scope::Namespaced),
             (gr::<Node>(), WATCH, Scope::AllNamespaces),
             (gr::<PersistentVolumeClaim>(), WATCH, Scope::Namespaced),
@@ -524,6 +542,12 @@ mod tests {
             ("apps", "deployments", &["delete"]),
             ("", "services", &["delete"]),
             ("gateway.networking.k8s.io", "httproutes", &["update"]),
+            ("keda.sh", "scaledobjects", &["update"]),
+            (
+                "autoscaling",
+                "horizontalpodautoscalers",
+                &["get", "create", "patch", "update", "delete"],
+            ),
             ("coordination.k8s.io", "leases", &["update", "delete"]),
         ] {
             for verb in not {

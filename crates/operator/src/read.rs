@@ -76,6 +76,16 @@ pub fn gather(vs: &VLLMService, ctx: &Context) -> Result<Seen> {
         monitor: child(caches.monitors.as_ref(), &ns, &name)?,
         rule: child(caches.rules.as_ref(), &ns, &name)?,
         pdb: child(Some(&caches.pdbs), &ns, &name)?,
+        scaled_object: child(caches.scaled_objects.as_ref(), &ns, &name)?,
+        // Only a service that asks for autoscaling needs (the RBAC of) this cache.
+        hpa: match &vs.spec.autoscaling {
+            Some(_) => cached(
+                caches.hpas.store()?,
+                &ns,
+                &build::scaledobject::hpa_name(vs),
+            ),
+            None => None,
+        },
         capacity: caches.placement.as_ref().and_then(|p| p.capacity(&vs.spec)),
         gateway,
         storage,

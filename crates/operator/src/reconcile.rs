@@ -49,7 +49,7 @@ pub async fn reconcile(obj: &DeserializeGuard<VLLMService>, ctx: &Context) -> Re
     seen.logs = read::logs(&spec, &seen, ctx, Timestamp::now()).await;
     (seen.downloads, seen.stale_jobs) = read::downloads(&spec, ctx).await?;
     let started = Instant::now();
-    let want = build::all(&spec, &seen);
+    let want = build::all(&spec, &seen, &ctx.prometheus_address);
     compute += started.elapsed();
     // A running download's progress is in its log, which sends no events.
     let recheck = match seen.downloads.iter().any(|d| {

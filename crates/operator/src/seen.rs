@@ -7,6 +7,7 @@ use std::{collections::BTreeMap, time::Duration};
 use gateway_api::apis::standard::{gateways::Gateway, httproutes::HttpRoute};
 use k8s_openapi::api::{
     apps::v1::Deployment,
+    autoscaling::v2::HorizontalPodAutoscaler,
     batch::v1::Job,
     core::v1::{Pod, Service},
     policy::v1::PodDisruptionBudget,
@@ -15,6 +16,7 @@ use k8s_openapi::api::{
 use crate::{
     enginelog::{Diagnosis, EngineInfo},
     hflog::Failure,
+    keda::scaledobjects::ScaledObject,
     optional::Apis,
     placement::Capacity,
     prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor},
@@ -33,6 +35,10 @@ pub struct Seen {
     pub monitor: Option<ServiceMonitor>,
     pub rule: Option<PrometheusRule>,
     pub pdb: Option<PodDisruptionBudget>,
+    pub scaled_object: Option<ScaledObject>,
+    /// The HorizontalPodAutoscaler KEDA made for the ScaledObject (looked up
+    /// only with `spec.autoscaling`).
+    pub hpa: Option<HorizontalPodAutoscaler>,
     /// Where the pods may run and what is free there; None when they ask for
     /// no extended resource or the operator cannot see the nodes.
     pub capacity: Option<Capacity>,

@@ -10,7 +10,11 @@ use kube::{Resource, ResourceExt};
 use vllmservice_api::{EngineStatus, Phase, VLLMServiceStatus, Valid, condition_types as ct};
 
 use crate::{
-    build::rollout::{REASON_ANNOTATION, STRATEGY_ANNOTATION},
+    autoscaling,
+    build::{
+        rollout::{REASON_ANNOTATION, STRATEGY_ANNOTATION},
+        scaledobject::scales_to_zero,
+    },
     conditions::{Cond, Feature, Status, merge},
     diagnose::{self, Finding},
     done::{Done, Outcome},
@@ -53,6 +57,7 @@ fn conflicts(vs: &Valid<'_>, done: &Done) -> Vec<Conflict> {
         conflict(&done.route, &name),
         conflict(&done.monitor, &name),
         conflict(&done.rule, &name),
+        conflict(&done.scaled_object, &name),
     ]
     .into_iter()
     .flatten()
@@ -195,6 +200,13 @@ pub fn derive(vs: &Valid<'_>, seen: &Seen, done: &Done, now: Timestamp) -> VLLMS
         &monitoring.reason,
         &monitoring.message,
     );
+    let scaling = autoscaling::feature(vs, seen, done);
+    let autoscaling_ready = Cond::new(
+        ct::AUTOSCALING_READY,
+        scaling.status,
+        &scaling.reason,
+        &scaling.message,
+    );
 
     // What blocks the rollout (Failed, Progressing=False) ...
     let mut blocking: Vec<(String, String)> = conflicts
@@ -222,6 +234,10 @@ pub fn derive(vs: &Valid<'_>, seen: &Seen, done: &Done, now: Timestamp) -> VLLMS
     let mut problems = blocking.clone();
     if monitoring.status == Status::False && !monitoring_conflict(done) {
         problems.push((monitoring.reason.clone(), monitoring.message.clone()));
+    }
+    // (A foreign ScaledObject is among the conflicts already.)
+    if scaling.status == Status::False && !done.scaled_object.is_foreign() {
+        problems.push((scaling.reason.clone(), scaling.message.clone()));
     }
     if done.pdb.is_foreign() {
         problems.push((
@@ -264,6 +280,15 @@ pub fn derive(vs: &Valid<'_>, seen: &Seen, done: &Done, now: Timestamp) -> VLLMS
     } else if let Some(c) = downloading.filter(|_| deployment.is_none()) {
         // No pods before the files are there.
         Cond::new(ct::AVAILABLE, Status::False, &c.reason, &c.message)
+    } else if desired_replicas == 0 && deployment.is_some() {
+        // Nothing answers requests at zero replicas.
+        let message = if vs.spec.autoscaling.as_ref().is_some_and(scales_to_zero) {
+            "scaled to zero by the autoscaler: no pod serves; the activation signal \
+             (spec.autoscaling.activationQuery) brings it back"
+        } else {
+            "spec.replicas is 0: no pod serves"
+        };
+        Cond::new(ct::AVAILABLE, Status::False, "ScaledToZero", message)
     } else if serving != Some(true) {
         if deployment.is_none() {
             Cond::new(
@@ -317,15 +342,10 @@ pub fn derive(vs: &Valid<'_>, seen: &Seen, done: &Done, now: Timestamp) -> VLLMS
             c.message(&ns),
         )
     } else {
-        let reason = if desired_replicas == 0 {
-            "ScaledToZero"
-        } else {
-            "Available"
-        };
         Cond::new(
             ct::AVAILABLE,
             Status::True,
-            reason,
+            "Available",
             format!("{ready_replicas}/{desired_replicas} replicas ready"),
         )
     };
@@ -408,7 +428,7 @@ pub fn derive(vs: &Valid<'_>, seen: &Seen, done: &Done, now: Timestamp) -> VLLMS
         storage_ready,
     ];
     next.extend(model_ready.clone());
-    next.extend([route_ready, monitoring_ready]);
+    next.extend([route_ready, monitoring_ready, autoscaling_ready]);
     let next: Vec<Cond> = next.into_iter().map(mask).collect();
     let previous = vs
         .status
@@ -759,9 +779,85 @@ pub fn invalid(
 
 #[cfg(test)]
 mod tests {
-    use super::{Finding, Rollout, min_ready, rollout_state, scheduling};
-    use k8s_openapi::api::apps::v1::Deployment;
+    use super::{Finding, Rollout, derive, min_ready, rollout_state, scheduling};
+    use crate::{
+        done::{Done, Outcome},
+        route::Resolution,
+        seen::{Seen, Storage},
+    };
+    use k8s_openapi::{api::apps::v1::Deployment, jiff::Timestamp};
     use serde_json::json;
+    use vllmservice_api::{Phase, VLLMService};
+
+    /// Available, its reason and message, and the phase of a service whose
+    /// Deployment has settled at `spec.replicas: 0`.
+    fn at_zero(autoscaling: Option<serde_json::Value>) -> (String, String, String, Phase) {
+        let mut spec = json!({"image": "i", "modelPath": "/m", "modelName": "m", "replicas": 0,
+            "storage": {"pvcName": "p", "mountPath": "/data"}});
+        if let Some(a) = autoscaling {
+            spec["autoscaling"] = a;
+        }
+        let vs: VLLMService = serde_json::from_value(json!({
+            "apiVersion": "aiinfra.example.com/v1alpha1", "kind": "VLLMService",
+            "metadata": {"name": "qwen", "namespace": "ns", "uid": "u", "generation": 2},
+            "spec": spec}))
+        .unwrap();
+        let valid = vllmservice_api::validate(&vs).unwrap();
+        let d = deployment(json!({"metadata": {"generation": 1},
+            "spec": {"replicas": 0, "selector": {}, "template": {}},
+            "status": {"observedGeneration": 1, "replicas": 0}}));
+        let done = Done {
+            resolution: Resolution::NotRequested,
+            deployment: Outcome::Live(d),
+            service: Outcome::Absent,
+            route: Outcome::Absent,
+            monitor: Outcome::Absent,
+            rule: Outcome::Absent,
+            pdb: Outcome::Absent,
+            scaled_object: Outcome::Untouched,
+            foreign_jobs: Vec::new(),
+            compute: std::time::Duration::ZERO,
+        };
+        let mut seen = Seen {
+            storage: Storage::Bound,
+            ..Seen::default()
+        };
+        // KEDA is installed (AutoscalingReady is then Pending, not a problem).
+        seen.apis.keda = true;
+        let status = derive(&valid, &seen, &done, Timestamp::UNIX_EPOCH);
+        let c = |t: &str| {
+            status
+                .conditions
+                .iter()
+                .find(|c| c.type_ == t)
+                .unwrap()
+                .clone()
+        };
+        assert_eq!(c("DeploymentReady").status, "True", "{status:?}");
+        assert_eq!(c("Degraded").status, "False", "{status:?}");
+        let a = c("Available");
+        (a.status, a.reason, a.message, status.phase.unwrap())
+    }
+
+    #[test]
+    fn zero_replicas_are_not_available_but_pending() {
+        let (status, reason, message, phase) = at_zero(None);
+        assert_eq!(
+            (status.as_str(), reason.as_str(), phase),
+            ("False", "ScaledToZero", Phase::Pending)
+        );
+        assert!(message.contains("spec.replicas is 0"), "{message}");
+        let (status, reason, message, phase) = at_zero(Some(json!({"minReplicas": 0,
+            "maxReplicas": 2, "target": "1", "activationQuery": "sum(queue)"})));
+        assert_eq!(
+            (status.as_str(), reason.as_str(), phase),
+            ("False", "ScaledToZero", Phase::Pending)
+        );
+        assert!(
+            message.contains("autoscaler") && message.contains("activation"),
+            "{message}"
+        );
+    }
 
     fn with_strategy(strategy: serde_json::Value) -> Deployment {
         serde_json::from_value(json!({"spec": {"selector": {}, "template": {},

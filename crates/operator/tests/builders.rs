@@ -67,6 +67,144 @@ fn full_example_prometheusrule() {
     insta::assert_yaml_snapshot!(build::prometheusrule(&valid(&example("full.yaml"))));
 }
 
+/// The demo with `spec.autoscaling` from JSON (defaults filled in by serde).
+fn autoscaled(autoscaling: serde_json::Value) -> VLLMService {
+    let mut vs = example("qwen-demo.yaml");
+    vs.spec.autoscaling = Some(serde_json::from_value(autoscaling).expect("autoscaling parses"));
+    vs
+}
+
+fn scaledobject(vs: &VLLMService) -> vllmservice_controller::keda::scaledobjects::ScaledObject {
+    build::scaledobject(&valid(vs), build::DEFAULT_PROMETHEUS_ADDRESS).expect("autoscaling is set")
+}
+
+/// Server address override, custom query, scale to zero with an activation query.
+#[test]
+fn full_example_scaledobject() {
+    insta::assert_yaml_snapshot!(scaledobject(&example("full.yaml")));
+}
+
+#[test]
+fn scaledobject_on_requests_waiting() {
+    insta::assert_yaml_snapshot!(scaledobject(&autoscaled(
+        serde_json::json!({"minReplicas": 1, "maxReplicas": 3, "target": "2"})
+    )));
+}
+
+#[test]
+fn scaledobject_on_requests_running() {
+    insta::assert_yaml_snapshot!(scaledobject(&autoscaled(serde_json::json!({
+        "maxReplicas": 4, "metric": "requestsRunning", "target": "6",
+        "scaleDownStabilizationSeconds": 60, "initialCooldownSeconds": 120
+    }))));
+}
+
+#[test]
+fn scaledobject_on_kv_cache_usage() {
+    insta::assert_yaml_snapshot!(scaledobject(&autoscaled(serde_json::json!({
+        "minReplicas": 2, "maxReplicas": 8, "metric": "kvCacheUsage", "target": "0.8"
+    }))));
+}
+
+/// minReplicas 0 with an activation query: KEDA may scale to 0, and the
+/// activation and in-flight triggers keep or bring the service up.
+#[test]
+fn scaledobject_scaling_to_zero() {
+    insta::assert_yaml_snapshot!(scaledobject(&autoscaled(serde_json::json!({
+        "minReplicas": 0, "maxReplicas": 3, "target": "2",
+        "activationQuery": "sum(gateway_requests_waiting{route=\"qwen-demo\"})"
+    }))));
+}
+
+/// minReplicas 0 without an activation query: nothing could bring the service
+/// back from zero, so it keeps one pod (AutoscalingReady says why).
+#[test]
+fn scaledobject_min_zero_without_activation_query_keeps_one() {
+    let so = scaledobject(&autoscaled(
+        serde_json::json!({"minReplicas": 0, "maxReplicas": 3, "target": "2", "activationQuery": ""}),
+    ));
+    assert_eq!(so.spec.min_replica_count, Some(1));
+    let names: Vec<_> = so
+        .spec
+        .triggers
+        .iter()
+        .map(|t| t.name.clone().unwrap())
+        .collect();
+    assert_eq!(names, ["load"]);
+    insta::assert_yaml_snapshot!(so.spec);
+}
+
+#[test]
+fn scaledobject_address_defaults_to_the_operator_flag_and_the_spec_overrides_it() {
+    let address = |vs: &VLLMService, default: &str| {
+        let so = build::scaledobject(&valid(vs), default).unwrap();
+        let addresses: Vec<String> = so
+            .spec
+            .triggers
+            .iter()
+            .map(|t| t.metadata["serverAddress"].clone())
+            .collect();
+        assert!(addresses.windows(2).all(|w| w[0] == w[1]), "{addresses:?}");
+        addresses[0].clone()
+    };
+    let plain = autoscaled(serde_json::json!({"maxReplicas": 3, "target": "2"}));
+    assert_eq!(
+        address(&plain, "http://127.0.0.1:9090"),
+        "http://127.0.0.1:9090"
+    );
+    let empty = autoscaled(
+        serde_json::json!({"maxReplicas": 3, "target": "2", "prometheus": {"serverAddress": ""}}),
+    );
+    assert_eq!(
+        address(&empty, "http://127.0.0.1:9090"),
+        "http://127.0.0.1:9090"
+    );
+    assert_eq!(
+        address(&example("full.yaml"), "http://127.0.0.1:9090"),
+        "http://prometheus.monitoring.svc:9090"
+    );
+    assert!(build::scaledobject(&valid(&example("qwen-demo.yaml")), "http://x").is_none());
+}
+
+/// A model name is a PromQL string literal in the built-in query, whatever it holds.
+#[test]
+fn scaledobject_query_escapes_the_model_name() {
+    let mut vs = autoscaled(serde_json::json!({"maxReplicas": 3, "target": "2"}));
+    vs.spec.model_name = r#"evil"} or vector(100) or {x=""#.into();
+    let so = scaledobject(&vs);
+    assert_eq!(
+        so.spec.triggers[0].metadata["query"],
+        r#"sum(vllm:num_requests_waiting{namespace="ai-demo",service="qwen-demo",model_name="evil\"} or vector(100) or {x=\""})"#
+    );
+}
+
+/// KEDA's webhook refuses an HPA name over 63 characters: a long service name
+/// gets a shortened one, asked for explicitly.
+#[test]
+fn a_long_name_gets_a_short_hpa_name() {
+    let mut vs = autoscaled(serde_json::json!({"maxReplicas": 3, "target": "2"}));
+    assert_eq!(build::scaledobject::hpa_name(&vs), "keda-hpa-qwen-demo");
+    let hpa_config = |vs: &VLLMService| {
+        scaledobject(vs)
+            .spec
+            .advanced
+            .unwrap()
+            .horizontal_pod_autoscaler_config
+            .unwrap()
+    };
+    assert_eq!(hpa_config(&vs).name, None, "KEDA's default name");
+    vs.metadata.name = Some(format!("a{}", "-b".repeat(31)));
+    let name = build::scaledobject::hpa_name(&vs);
+    assert!(
+        name.len() <= 63 && name.starts_with("keda-hpa-a-b"),
+        "{name}"
+    );
+    assert_eq!(hpa_config(&vs).name.as_deref(), Some(name.as_str()));
+    let mut other = vs.clone();
+    other.metadata.name = Some(format!("a{}c", "-b".repeat(30)));
+    assert_ne!(build::scaledobject::hpa_name(&other), name);
+}
+
 #[test]
 fn monitoring_labels_win_over_spec_labels_and_the_operators_keys_win_over_both() {
     let mut vs = example("full.yaml");
@@ -357,6 +495,9 @@ prop_compose! {
         period in any::<i32>(),
         sub_path in prop::option::of(text()),
         shutdown in (-5..4000i32, -5..700i32, prop::option::of(-5..5000i64)),
+        autoscaling in prop::option::of((
+            -1..4i32, 0..5i32, "[0-9.]{0,4}", prop::option::of(text()), 0..3usize,
+        )),
     ) -> VLLMService {
         let mut vs = example("qwen-demo.yaml");
         vs.metadata.name = Some(name);
@@ -376,6 +517,14 @@ prop_compose! {
         s.storage.sub_path = sub_path;
         (s.shutdown.drain_seconds, s.shutdown.pre_stop_seconds) = (shutdown.0, shutdown.1);
         s.termination_grace_period_seconds = shutdown.2;
+        s.autoscaling = autoscaling.map(|(min, max, target, activation, metric)| {
+            let metric = ["requestsWaiting", "requestsRunning", "kvCacheUsage"][metric];
+            serde_json::from_value(serde_json::json!({
+                "minReplicas": min, "maxReplicas": max, "target": target,
+                "activationQuery": activation, "metric": metric,
+            }))
+            .unwrap()
+        });
         vs
     }
 }
@@ -403,5 +552,15 @@ proptest! {
         let c = &d1["spec"]["template"]["spec"]["containers"][0];
         prop_assert_eq!(c["lifecycle"]["preStop"]["sleep"]["seconds"].as_i64().unwrap_or(0),
             i64::from(sd.pre_stop_seconds));
+        // The ScaledObject: deterministic, within the spec's range, its model name quoted.
+        let so1 = build::scaledobject(&vs, build::DEFAULT_PROMETHEUS_ADDRESS);
+        prop_assert_eq!(&so1, &build::scaledobject(&vs, build::DEFAULT_PROMETHEUS_ADDRESS));
+        if let (Some(so), Some(a)) = (so1, &vs.spec.autoscaling) {
+            let (min, max) = (so.spec.min_replica_count.unwrap(), so.spec.max_replica_count.unwrap());
+            prop_assert!(min <= max && min >= 0 && max == a.max_replicas);
+            let quoted = build::promql::string(&vs.spec.model_name);
+            let matcher = format!("model_name={quoted}");
+            prop_assert!(so.spec.triggers[0].metadata["query"].contains(&matcher));
+        }
     }
 }

@@ -553,7 +553,7 @@ enum Scenario {
     /// A same-named Deployment and Service exist that are not ours: create
     /// answers AlreadyExists, the operator reads them and reports ResourceConflict.
     Foreign,
-    /// Same for the HTTPRoute, ServiceMonitor and PrometheusRule.
+    /// Same for the HTTPRoute, ServiceMonitor, PrometheusRule and ScaledObject.
     ForeignOptional,
     /// A hand edit (second Service port named "http" by another field manager)
     /// that apply cannot undo: the 422 full-replace fallback.
@@ -568,6 +568,8 @@ enum Scenario {
     Unreadable,
     /// replicas 2 (PodDisruptionBudget created), a label added (patched), replicas 1 (deleted).
     Budget,
+    /// autoscaling set (KEDA ScaledObject created), its target changed (patched), removed (deleted).
+    Autoscaling,
     /// Model downloads (kwok completes the Jobs): a Job created, joined by a
     /// second service (patched), left by it (patched), left by the last owner
     /// (deleted); a foreign Job of a download's name (create answers
@@ -606,6 +608,13 @@ fn scenario_for(group: &str, resource: &str, verb: &str) -> Option<Scenario> {
             "get" => ForeignOptional,
             _ => return None,
         },
+        ("keda.sh", "scaledobjects", v) => match v {
+            "list" | "watch" => Plain,
+            "create" | "patch" | "delete" => Autoscaling,
+            "get" => ForeignOptional,
+            _ => return None,
+        },
+        ("autoscaling", "horizontalpodautoscalers", "list" | "watch") => Plain,
         ("", "pods" | "persistentvolumeclaims", "list" | "watch") => Plain,
         ("policy", "poddisruptionbudgets", v) => match v {
             "list" | "watch" => Plain,
@@ -855,15 +864,24 @@ apiVersion: policy/v1
 kind: PodDisruptionBudget
 metadata: {name: qwen}
 spec: {maxUnavailable: 1, selector: {matchLabels: {app: foreign}}}
+---
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata: {name: qwen}
+spec:
+  scaleTargetRef: {name: foreign}
+  triggers: [{type: cron, metadata: {timezone: UTC, start: '0 6 * * *', end: '0 7 * * *', desiredReplicas: '1'}}]
 ",
             );
             let mut vs = small_service("qwen");
             vs["spec"]["replicas"] = json!(2);
             vs["spec"]["gatewayRef"] = route_ref("llm.example.local");
             vs["spec"]["monitoring"] = json!({"enabled": true});
+            vs["spec"]["autoscaling"] = json!({"minReplicas": 2, "maxReplicas": 3, "target": "5"});
             env.create(vs).await;
             wait_reason(env, "RouteReady", "ResourceConflict").await;
             wait_reason(env, "MonitoringReady", "ResourceConflict").await;
+            wait_reason(env, "AutoscalingReady", "ResourceConflict").await;
             env.wait_for("qwen", "Degraded naming the PodDisruptionBudget", |vs| {
                 common::condition(vs, "Degraded")
                     .is_some_and(|c| c.2.contains("PodDisruptionBudget"))
@@ -1032,6 +1050,35 @@ spec:
             env.patch_spec("qwen", json!({"replicas": 1})).await;
             wait_object(&ns, "pdb", "qwen", "the budget deleted", |p| p.is_none()).await;
         }
+        Scenario::Autoscaling => {
+            let mut vs = small_service("qwen");
+            vs["spec"]["autoscaling"] = json!({"maxReplicas": 2, "target": "5"});
+            env.create(vs).await;
+            let threshold = |o: Option<&serde_json::Value>| {
+                o.and_then(|o| o["spec"]["triggers"][0]["metadata"]["threshold"].as_str())
+                    .map(String::from)
+            };
+            wait_object(&ns, "scaledobject", "qwen", "the ScaledObject", |o| {
+                threshold(o).as_deref() == Some("5")
+            })
+            .await;
+            env.patch_spec("qwen", json!({"autoscaling": {"target": "7"}}))
+                .await;
+            wait_object(&ns, "scaledobject", "qwen", "the new target", |o| {
+                threshold(o).as_deref() == Some("7")
+            })
+            .await;
+            env.patch_spec("qwen", json!({"autoscaling": null})).await;
+            // (KEDA, when it runs, holds it with its finalizer until its HPA is gone.)
+            wait_object(
+                &ns,
+                "scaledobject",
+                "qwen",
+                "the ScaledObject deleted",
+                |o| o.is_none_or(|o| !o["metadata"]["deletionTimestamp"].is_null()),
+            )
+            .await;
+        }
         Scenario::Monitoring => {
             let mut vs = small_service("qwen");
             vs["spec"]["monitoring"] = json!({"enabled": true, "interval": "15s"});
@@ -1171,6 +1218,7 @@ async fn every_granted_verb_is_needed() {
     testkit::install_crds();
     testkit::install_gateway_api_crds();
     testkit::install_prometheus_crds();
+    testkit::install_keda_crds();
     let mut variants = variants();
     // VLLM_RBAC_ONLY=Route,Monitoring runs only those scenarios (for debugging).
     if let Ok(only) = std::env::var("VLLM_RBAC_ONLY") {

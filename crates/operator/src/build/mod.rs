@@ -8,7 +8,9 @@ pub mod download;
 mod httproute;
 mod pdb;
 mod prometheusrule;
+pub mod promql;
 pub mod rollout;
+pub mod scaledobject;
 mod service;
 mod servicemonitor;
 
@@ -22,10 +24,12 @@ pub use download::{Download, downloads};
 pub use httproute::httproute;
 pub use pdb::disruption_budget;
 pub use prometheusrule::prometheusrule;
+pub use scaledobject::{DEFAULT_PROMETHEUS_ADDRESS, scaledobject};
 pub use service::service;
 pub use servicemonitor::{monitoring_labels, servicemonitor};
 
 use crate::{
+    keda::scaledobjects::ScaledObject,
     prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor},
     route::{self, Resolution},
     seen::{DownloadState, Seen},
@@ -69,6 +73,7 @@ pub struct Desired {
     pub monitor: Want<ServiceMonitor>,
     pub rule: Want<PrometheusRule>,
     pub pdb: Want<PodDisruptionBudget>,
+    pub scaled_object: Want<ScaledObject>,
 }
 
 /// A short, stable hash of an object's JSON (16 hex digits): the same object
@@ -81,8 +86,9 @@ pub fn content_hash<T: serde::Serialize>(object: &T) -> String {
         .collect()
 }
 
-/// The children `vs` should have, given what the read step saw.
-pub fn all(vs: &Valid<'_>, seen: &Seen) -> Desired {
+/// The children `vs` should have, given what the read step saw;
+/// `prometheus_address` is where KEDA queries unless the spec says otherwise.
+pub fn all(vs: &Valid<'_>, seen: &Seen, prometheus_address: &str) -> Desired {
     let resolution = route::resolve(vs, seen);
     let route = match (&resolution, seen.apis.gateway) {
         (_, false) => Want::Untouched,
@@ -105,13 +111,15 @@ pub fn all(vs: &Valid<'_>, seen: &Seen) -> Desired {
         monitor: Want::optional(seen.apis.prometheus, servicemonitor(vs)),
         rule: Want::optional(seen.apis.prometheus, prometheusrule(vs)),
         pdb: Want::optional(true, disruption_budget(vs)),
+        scaled_object: Want::optional(seen.apis.keda, scaledobject(vs, prometheus_address)),
     }
 }
 
 /// Every object the operator can make for `vs`, in apply order, as JSON, as
 /// if every optional API were installed and the Gateway resolved: what
-/// `vllmservice-operator render` prints.
-pub fn objects(vs: &Valid<'_>) -> Vec<serde_json::Value> {
+/// `vllmservice-operator render` prints (with the operator's
+/// `prometheus_address`).
+pub fn objects(vs: &Valid<'_>, prometheus_address: &str) -> Vec<serde_json::Value> {
     fn json<T: serde::Serialize>(o: T) -> serde_json::Value {
         serde_json::to_value(o).expect("Kubernetes objects serialize to JSON")
     }
@@ -121,5 +129,6 @@ pub fn objects(vs: &Valid<'_>) -> Vec<serde_json::Value> {
     out.extend(httproute(vs).map(json));
     out.extend(servicemonitor(vs).map(json));
     out.extend(prometheusrule(vs).map(json));
+    out.extend(scaledobject(vs, prometheus_address).map(json));
     out
 }

@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 use vllmservice_api::Valid;
 
-use super::servicemonitor::monitoring_labels;
+use super::{promql, servicemonitor::monitoring_labels};
 use crate::{
     names,
     prometheus::prometheusrules::{
@@ -28,6 +28,13 @@ struct Alert {
     description: String,
 }
 
+/// The matchers of this service's series, as its ServiceMonitor has the
+/// Prometheus Operator label them: the namespace and the Service.
+pub fn service_matchers(vs: &Valid<'_>) -> String {
+    let (ns, name) = (vs.namespace().unwrap_or_default(), names::child_name(vs));
+    promql::matchers(&[("namespace", &ns), ("service", &name)])
+}
+
 /// The PrometheusRule for `vs`, or None when monitoring or its alerts are off.
 pub fn prometheusrule(vs: &Valid<'_>) -> Option<PrometheusRule> {
     let m = &vs.spec.monitoring;
@@ -36,7 +43,8 @@ pub fn prometheusrule(vs: &Valid<'_>) -> Option<PrometheusRule> {
     }
     let a = &m.alerts;
     let (ns, name) = (vs.namespace().unwrap_or_default(), vs.name_any());
-    let sel = format!("namespace=\"{ns}\",service=\"{name}\"");
+    let sel = service_matchers(vs);
+    let deployment = promql::matchers(&[("namespace", &ns), ("deployment", &name)]);
     let id = format!("VLLMService {ns}/{name}");
     let p95 = |metric: &str| {
         format!("histogram_quantile(0.95, sum by (le) (rate({metric}_bucket{{{sel}}}[5m])))")
@@ -57,8 +65,8 @@ pub fn prometheusrule(vs: &Valid<'_>) -> Option<PrometheusRule> {
         Alert {
             name: "VLLMServiceReplicasMissing",
             expr: format!(
-                "kube_deployment_status_replicas_ready{{namespace=\"{ns}\",deployment=\"{name}\"}} \
-                 < kube_deployment_spec_replicas{{namespace=\"{ns}\",deployment=\"{name}\"}}"
+                "kube_deployment_status_replicas_ready{{{deployment}}} \
+                 < kube_deployment_spec_replicas{{{deployment}}}"
             ),
             for_: "15m",
             severity: a.critical_severity.clone(),

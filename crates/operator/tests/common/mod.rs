@@ -58,6 +58,40 @@ impl Operator {
         ns: &str,
         gpu_accounting: bool,
     ) -> Operator {
+        let opts = controller::Options {
+            namespace: Some(ns.to_string()),
+            gpu_accounting,
+            ..controller::Options::default()
+        };
+        Self::start_with_options(client, metrics, opts)
+    }
+
+    /// Starts the controller on the shared cluster (admin identity, GPU
+    /// accounting on), watching only `ns`, with KEDA's ScaledObjects querying the
+    /// Prometheus at `prometheus_address` (e.g. `http://127.0.0.1:PORT`) unless a
+    /// spec sets `autoscaling.prometheus.serverAddress`.
+    pub async fn start_with_prometheus(ns: &str, prometheus_address: &str) -> Operator {
+        let metrics = Arc::new(Metrics::default());
+        let client = vllmservice_controller::metrics::counting_client(
+            testkit::config().await,
+            metrics.clone(),
+        )
+        .expect("operator client");
+        let opts = controller::Options {
+            namespace: Some(ns.to_string()),
+            prometheus_address: prometheus_address.to_string(),
+            ..controller::Options::default()
+        };
+        Self::start_with_options(client, metrics, opts)
+    }
+
+    /// Starts the controller with `client`, counting into `metrics`, with
+    /// `opts` as given (set `opts.namespace` to keep it to the test's namespace).
+    pub fn start_with_options(
+        client: Client,
+        metrics: Arc<Metrics>,
+        opts: controller::Options,
+    ) -> Operator {
         // VLLM_TEST_LOG=<filter> (e.g. "vllmservice_controller=debug") shows the operator's logs.
         if let Ok(filter) = std::env::var("VLLM_TEST_LOG") {
             let _ = tracing_subscriber::fmt()
@@ -66,11 +100,6 @@ impl Operator {
                 .try_init();
         }
         let (stop, stopped) = oneshot::channel::<()>();
-        let opts = controller::Options {
-            namespace: Some(ns.to_string()),
-            gpu_accounting,
-            ..controller::Options::default()
-        };
         let task = tokio::spawn(controller::run(client, metrics.clone(), opts, async {
             let _ = stopped.await;
         }));
