@@ -322,7 +322,7 @@ async fn main() -> anyhow::Result<()> {
     let mut sent = 0;
     let mut failed = 0;
     while t0.elapsed() < Duration::from_secs(args.seconds) {
-        let on = (t0.elapsed().as_secs() / half.as_secs().max(1)) % 2 == 0;
+        let on = (t0.elapsed().as_secs() / half.as_secs().max(1)).is_multiple_of(2);
         match (on, load.is_some()) {
             (true, false) => {
                 load = Some(Load::start(LoadSpec {

@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Env, condition, is_available, sim};
+use common::{Env, Operator, condition, is_available, sim};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
     Api,
@@ -202,8 +202,12 @@ async fn queued_requests_scale_the_service_to_three_and_idle_returns_it_to_one()
         alerts
             .iter()
             .any(|a| {
+                // The rule's labels name the service; its summary the namespace too.
                 a["labels"]["alertname"] == "VLLMRequestsQueued"
-                    && a["labels"]["namespace"] == ns.as_str()
+                    && a["labels"]["vllmservice"] == name
+                    && a["annotations"]["summary"]
+                        .as_str()
+                        .is_some_and(|s| s.contains(&format!("{ns}/{name}")))
                     && (a["state"] == "pending" || a["state"] == "firing")
             })
             .then_some(())
@@ -216,7 +220,7 @@ async fn queued_requests_scale_the_service_to_three_and_idle_returns_it_to_one()
     let ready = condition(&vs, "AutoscalingReady").unwrap();
     assert_eq!(ready.0, "True", "{ready:?}");
     let report = load.stop_async().await;
-    assert!(report.succeeded > 0, "{}", report.summary());
+    assert!(report.ok > 0, "{}", report.summary());
 
     // Idle: back to the minimum once the (shortened) stabilization window passed.
     wait_replicas(&env, name, 1).await;
@@ -237,10 +241,16 @@ async fn queued_requests_scale_the_service_to_three_and_idle_returns_it_to_one()
 #[tokio::test]
 async fn an_idle_service_scales_to_zero_and_its_activation_signal_brings_it_back() {
     let pipeline = testkit::autoscaling();
-    let env = Env::new("as-zero").await;
+    let mut env = Env::new("as-zero").await;
+    let ns = env.ns.name.clone();
+    // The operator's own default Prometheus (--prometheus-address), not the spec's.
+    let default_operator = std::mem::replace(
+        &mut env.operator,
+        Operator::start_with_prometheus(&ns, &pipeline.prometheus_url).await,
+    );
+    default_operator.stop().await;
     let _volume = sim::model_pvc(&env, "models").await;
     let name = "sleepy";
-    let ns = env.ns.name.clone();
     // A gateway's queue for this service: a signal that exists at zero replicas.
     let labels = format!("namespace=\"{ns}\",service=\"{name}\"");
     let signal = Signal::start(pipeline, "test_gateway_pending_requests", &labels, 0.0);
@@ -249,7 +259,6 @@ async fn an_idle_service_scales_to_zero_and_its_activation_signal_brings_it_back
         "models",
         json!({
             "minReplicas": 0, "maxReplicas": 2, "target": "2",
-            "prometheus": {"serverAddress": pipeline.prometheus_url},
             "activationQuery": format!("sum(test_gateway_pending_requests{{{labels}}})"),
             "scaleDownStabilizationSeconds": 10, "initialCooldownSeconds": 0
         }),
@@ -266,6 +275,16 @@ async fn an_idle_service_scales_to_zero_and_its_activation_signal_brings_it_back
     wait_replicas(&env, name, 0).await;
     let so = scaled_objects(&env).get(name).await.unwrap();
     assert_eq!(so.data["spec"]["minReplicaCount"], 0, "{so:?}");
+    let triggers = so.data["spec"]["triggers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        triggers
+            .iter()
+            .all(|t| t["metadata"]["serverAddress"] == pipeline.prometheus_url.as_str()),
+        "{triggers:?}"
+    );
 
     // Three requests wait at the gateway: KEDA activates the service.
     signal.set(3.0);
