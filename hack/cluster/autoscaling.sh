@@ -80,7 +80,7 @@ EOF
 
 autoscaling_up() {
   healthy || die "no healthy cluster in $dir: run cluster.sh up first"
-  local a prom keda_op keda_ad k
+  local a prom keda_op keda_ad keda_wh k
   a=$(autoscaling_dir)
   k="kubectl --kubeconfig $dir/admin.kubeconfig"
   if grep -q '^prometheus ' "$(pids_file)"; then
@@ -89,9 +89,9 @@ autoscaling_up() {
   fi
   local t0=$SECONDS
   prom=$("$repo/hack/tools/prometheus.sh" --build) || die "building Prometheus failed"
-  { read -r keda_op; read -r keda_ad; } < <("$repo/hack/tools/keda.sh" --build) \
+  { read -r keda_op; read -r keda_ad; read -r keda_wh; } < <("$repo/hack/tools/keda.sh" --build) \
     || die "building KEDA failed"
-  [ -x "$keda_op" ] && [ -x "$keda_ad" ] || die "hack/tools/keda.sh printed no binaries"
+  [ -x "$keda_op" ] && [ -x "$keda_ad" ] && [ -x "$keda_wh" ] || die "hack/tools/keda.sh printed no binaries"
   rm -rf "$a/prometheus-data"; mkdir -p "$a/targets" "$a/rules" "$a/prometheus-data"
   keda_pki
 
@@ -104,9 +104,10 @@ autoscaling_up() {
     || die "KEDA's CRDs did not become established"
   $k create namespace keda --dry-run=client -o yaml | $k apply -f - >/dev/null
 
-  local prom_port op_grpc op_metrics op_probe ad_port ad_metrics
+  local prom_port op_grpc op_metrics op_probe ad_port ad_metrics wh_port wh_metrics wh_probe
   prom_port=$(free_port); op_grpc=$(free_port); op_metrics=$(free_port)
   op_probe=$(free_port); ad_port=$(free_port); ad_metrics=$(free_port)
+  wh_port=$(free_port); wh_metrics=$(free_port); wh_probe=$(free_port)
 
   prometheus_config "$a/prometheus.yml"
   start prometheus "$prom" --config.file "$a/prometheus.yml" \
@@ -169,10 +170,38 @@ EOF
   wait_for keda-adapter 90 bash -c \
     "$k get apiservice v1beta1.external.metrics.k8s.io -o jsonpath='{.status.conditions[?(@.type==\"Available\")].status}' | grep -qx True"
 
+  # KEDA's admission webhook for ScaledObjects (it refuses, e.g., a second autoscaler for
+  # one target), called by URL; failurePolicy Fail, so nothing passes it unchecked.
+  start keda-webhooks env KUBECONFIG="$dir/admin.kubeconfig" POD_NAMESPACE=keda \
+    "$keda_wh" --port "$wh_port" --cert-dir "$a/pki" \
+    --metrics-bind-address "127.0.0.1:$wh_metrics" --health-probe-bind-address "127.0.0.1:$wh_probe"
+  wait_for keda-webhooks 90 curl -sf "http://127.0.0.1:$wh_probe/readyz"
+  $k apply -f - >/dev/null <<EOF || die "registering KEDA's admission webhook failed"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: keda-admission
+webhooks:
+  - name: vscaledobject.kb.io
+    admissionReviewVersions: [v1]
+    clientConfig:
+      url: https://127.0.0.1:$wh_port/validate-keda-sh-v1alpha1-scaledobject
+      caBundle: $ca_bundle
+    failurePolicy: Fail
+    matchPolicy: Equivalent
+    rules:
+      - apiGroups: [keda.sh]
+        apiVersions: [v1alpha1]
+        operations: [CREATE, UPDATE]
+        resources: [scaledobjects]
+    sideEffects: None
+    timeoutSeconds: 10
+EOF
+
   cat >"$a/env" <<EOF
 PROMETHEUS_URL=http://127.0.0.1:$prom_port
 PROMETHEUS_TARGETS_DIR=$a/targets
 PROMETHEUS_RULES_DIR=$a/rules
 EOF
-  echo "local-cluster: autoscaling pipeline up in $((SECONDS - t0))s: Prometheus http://127.0.0.1:$prom_port, KEDA operator and metrics API server (v1beta1.external.metrics.k8s.io); $a/env" >&2
+  echo "local-cluster: autoscaling pipeline up in $((SECONDS - t0))s: Prometheus http://127.0.0.1:$prom_port, KEDA operator, metrics API server (v1beta1.external.metrics.k8s.io) and admission webhook; $a/env" >&2
 }

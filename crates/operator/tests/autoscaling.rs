@@ -12,7 +12,7 @@ use common::{Env, Operator, condition, is_available, sim};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
     Api,
-    api::{ApiResource, DynamicObject, GroupVersionKind},
+    api::{ApiResource, DynamicObject, GroupVersionKind, PostParams},
 };
 use serde_json::{Value, json};
 use testkit::{
@@ -295,7 +295,7 @@ async fn an_idle_service_scales_to_zero_and_its_activation_signal_brings_it_back
 }
 
 #[tokio::test]
-async fn every_metric_kind_makes_a_scaled_object_that_keda_accepts() {
+async fn every_metric_kind_makes_a_scaled_object_that_keda_and_its_webhook_accept() {
     let pipeline = testkit::autoscaling();
     let env = Env::new("as-kinds").await;
     env.bound_pvc("models").await;
@@ -367,6 +367,55 @@ async fn every_metric_kind_makes_a_scaled_object_that_keda_accepts() {
             assert_eq!(ready.0, "True", "{name}: {ready:?}");
         }
     }
+
+    // KEDA's admission webhook runs in the pipeline too: it refuses a second
+    // autoscaler for a service that has one...
+    let foreign = |name: &str, target: &str| -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+            "metadata": {"name": name},
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "aiinfra.example.com/v1alpha1",
+                                   "kind": "VLLMService", "name": target},
+                "triggers": [{"type": "prometheus", "metadata": {
+                    "serverAddress": pipeline.prometheus_url, "query": "vector(1)", "threshold": "1"}}]
+            }
+        }))
+        .unwrap()
+    };
+    let err = scaled_objects(&env)
+        .create(&PostParams::default(), &foreign("second", "running"))
+        .await
+        .expect_err("KEDA's webhook refuses a second ScaledObject for one service");
+    assert!(
+        err.to_string()
+            .contains("is already managed by the ScaledObject 'running'"),
+        "{err}"
+    );
+    // ...and so the operator's own when another autoscaler came first: reported,
+    // the service still served.
+    scaled_objects(&env)
+        .create(&PostParams::default(), &foreign("first", "late"))
+        .await
+        .expect("a ScaledObject for a service without one");
+    let mut body = common::gpu_service("late", "models");
+    body["spec"]["autoscaling"] = json!({
+        "minReplicas": 1, "maxReplicas": 2, "target": "2",
+        "prometheus": {"serverAddress": pipeline.prometheus_url}
+    });
+    env.create(body).await;
+    let vs = wait_vs(&env, "late", "ScaledObjectRefused and Available", |vs| {
+        is_available(vs)
+            && condition(vs, "AutoscalingReady").is_some_and(|c| c.1 == "ScaledObjectRefused")
+    })
+    .await;
+    let refused = condition(&vs, "AutoscalingReady").unwrap();
+    assert!(
+        refused
+            .2
+            .contains("is already managed by the ScaledObject 'first'"),
+        "{refused:?}"
+    );
 
     // Autoscaling removed: the ScaledObject goes (and with it KEDA's HPA).
     env.patch_spec("waiting", json!({"autoscaling": null}))
