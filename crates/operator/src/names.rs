@@ -78,3 +78,16 @@ pub fn instance_of(labels: &BTreeMap<String, String>) -> Option<&str> {
         .then(|| labels.get(INSTANCE_LABEL).map(String::as_str))
         .flatten()
 }
+
+/// The volume with the model, as messages name it.
+pub fn volume_name(vs: &VLLMService) -> String {
+    let s = &vs.spec;
+    match (
+        &s.storage.pvc_name,
+        s.model_source.as_ref().and_then(|m| m.image.as_ref()),
+    ) {
+        (_, Some(image)) => format!("image {} (modelSource.image)", image.reference),
+        (Some(pvc), None) => format!("PersistentVolumeClaim {pvc} (storage.pvcName)"),
+        (None, None) => "the volume".into(),
+    }
+}

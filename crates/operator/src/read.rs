@@ -598,26 +598,13 @@ fn vllm_status(pod: &Pod) -> Option<&ContainerStatus> {
         .find(|c| c.name == CONTAINER_NAME)
 }
 
-/// The volume with the model, as messages name it.
-pub fn volume_name(vs: &VLLMService) -> String {
-    let s = &vs.spec;
-    match (
-        &s.storage.pvc_name,
-        s.model_source.as_ref().and_then(|m| m.image.as_ref()),
-    ) {
-        (_, Some(image)) => format!("image {} (modelSource.image)", image.reference),
-        (Some(pvc), None) => format!("PersistentVolumeClaim {pvc} (storage.pvcName)"),
-        (None, None) => "the volume".into(),
-    }
-}
-
 /// The spec values a diagnosis names.
 pub fn facts_of(vs: &VLLMService) -> Facts {
     let s = &vs.spec;
     let probe = &s.startup_probe;
     Facts {
         model_path: s.model_path.clone(),
-        volume: volume_name(vs),
+        volume: names::volume_name(vs),
         mount_path: s.storage.mount_path.clone(),
         gpu_memory_utilization: s.engine_args.gpu_memory_utilization.clone(),
         shm_size: s

@@ -165,7 +165,7 @@ pub fn derive(vs: &Valid<'_>, seen: &Seen, done: &Done, now: Timestamp) -> VLLMS
                 "ImageVolume",
                 format!(
                     "the model is {}, mounted read-only at {}",
-                    crate::read::volume_name(vs),
+                    names::volume_name(vs),
                     vs.spec.storage.mount_path
                 ),
             ),

@@ -515,6 +515,11 @@ async fn the_full_example_converges_and_an_unchanged_world_sees_no_writes() {
         .await
         .unwrap();
     let name = body["metadata"]["name"].as_str().unwrap().to_string();
+    // The shared cluster runs KEDA, which reports on the ScaledObject (and its HPA)
+    // on its own time: the world is unchanged only once it has. Its triggers query
+    // the pipeline's Prometheus (a reachable one, so that nothing keeps failing).
+    let pipeline = testkit::autoscaling();
+    body["spec"]["autoscaling"]["prometheus"]["serverAddress"] = json!(pipeline.prometheus_url);
     env.create(body).await;
     env.wait_for(&name, "every child written", |vs| {
         vs.status.as_ref().is_some_and(|s| {
@@ -522,6 +527,20 @@ async fn the_full_example_converges_and_an_unchanged_world_sees_no_writes() {
                 && s.http_route_name.is_some()
                 && s.service_monitor_name.is_some()
         })
+    })
+    .await;
+    env.wait_for(&name, "KEDA's report: AutoscalingReady Idle", |vs| {
+        common::condition(vs, "AutoscalingReady").is_some_and(|c| c.1 == "Idle")
+    })
+    .await;
+    let hpas = env.api::<k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler>();
+    testkit::wait_until(common::WAIT, "the HPA's first sync", || async {
+        let hpa = hpas.get_opt(&format!("keda-hpa-{name}")).await.ok()??;
+        let conditions = hpa.status?.conditions?;
+        conditions
+            .iter()
+            .any(|c| c.type_ == "ScalingLimited")
+            .then_some(())
     })
     .await;
     env.assert_idle_reconcile_writes_nothing(&name).await;
