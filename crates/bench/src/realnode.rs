@@ -127,3 +127,36 @@ pub fn machine() -> String {
         m.cores, m.cpu_model, m.mem_total_gib, m.kernel, m.loadavg_at_start
     )
 }
+
+/// A figure's start: run from the repository root (returned) with the operator
+/// binary built, `out_dir` made, and a client for the cluster of `kubeconfig`.
+pub async fn prepare(
+    operator_bin: &Path,
+    kubeconfig: &Path,
+    out_dir: &Path,
+) -> anyhow::Result<(PathBuf, Client)> {
+    use anyhow::Context as _;
+    let repo = std::env::current_dir()?;
+    anyhow::ensure!(
+        repo.join("hack/cluster/cluster.sh").exists(),
+        "run from the repository root"
+    );
+    anyhow::ensure!(
+        repo.join(operator_bin).exists(),
+        "{operator_bin:?} is missing"
+    );
+    std::fs::create_dir_all(out_dir)?;
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig)
+        .with_context(|| format!("reading {kubeconfig:?}"))?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+    Ok((repo, Client::try_from(config)?))
+}
+
+/// Appends a figure's section to the markdown file and prints it.
+pub fn append_markdown(markdown: &Path, section: &str) -> anyhow::Result<()> {
+    let mut text = std::fs::read_to_string(markdown).unwrap_or_default();
+    text.push_str(section);
+    std::fs::write(markdown, text)?;
+    print!("{section}");
+    Ok(())
+}

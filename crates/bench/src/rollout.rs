@@ -443,21 +443,8 @@ fn markdown(args: &Args, timestamp: &str, machine: &str, results: &[RunResult]) 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let repo = std::env::current_dir()?;
-    anyhow::ensure!(
-        repo.join("hack/cluster/cluster.sh").exists(),
-        "run from the repository root"
-    );
-    anyhow::ensure!(
-        repo.join(&args.operator_bin).exists(),
-        "{:?} is missing",
-        args.operator_bin
-    );
-    std::fs::create_dir_all(&args.out_dir)?;
-    let kc = kube::config::Kubeconfig::read_from(&args.kubeconfig)
-        .with_context(|| format!("reading {:?}", args.kubeconfig))?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
-    let client = Client::try_from(config)?;
+    let (repo, client) =
+        realnode::prepare(&args.operator_bin, &args.kubeconfig, &args.out_dir).await?;
     let timestamp = k8s_openapi::jiff::Timestamp::now()
         .strftime("%Y%m%dT%H%M%SZ")
         .to_string();
@@ -478,10 +465,7 @@ async fn main() -> anyhow::Result<()> {
         }))?,
     )?;
     let md = markdown(&args, &timestamp, &machine, &results);
-    let mut text = std::fs::read_to_string(&args.markdown).unwrap_or_default();
-    text.push_str(&md);
-    std::fs::write(&args.markdown, text)?;
-    print!("{md}");
+    realnode::append_markdown(&args.markdown, &md)?;
     log(format!(
         "results {json_path:?}, summary appended to {:?}",
         args.markdown
