@@ -492,12 +492,15 @@ async fn one_run(
     let api = api_after.since(&api_before);
     let f = &mut r.figures;
     api_rates(&api, t_end, f);
-    // During the run only the operator GETs single children and LISTs pods; the
-    // controllers, the scheduler and kwok work from their informers' caches.
+    // During the run only the operator GETs single children, LISTs pods and
+    // reads pod logs (the engine's settings); the controllers, the scheduler and
+    // kwok work from their informers' caches.
     let mut operator_reads = api.get("GET deployments")
         + api.get("GET services")
         + api.get("GET persistentvolumeclaims")
-        + api.get("LIST pods");
+        + api.get("LIST pods")
+        + api.get("GET pods")
+        + api.get("GET pods/log");
     if routed {
         operator_reads += api.get("GET gateways")
             + api.get("GET httproutes")

@@ -237,76 +237,119 @@ where
         .map(|o| (*o).clone())
 }
 
-/// The names of the pods of each VLLMService (by namespace and the pods'
-/// instance label), kept up to date by the pod watch, so that a reconcile
-/// looks up its own pods instead of scanning every pod.
-#[derive(Clone, Default)]
-pub struct PodIndex(Arc<RwLock<IndexState>>);
+/// Which objects of one kind point at which name, kept up to date by their
+/// watch: e.g. the pods of each VLLMService (their instance label), or the
+/// VLLMServices that mount each claim. A lookup and an event cost O(1) in the
+/// number of objects, not a scan of the cache.
+pub struct NameIndex<K> {
+    state: Arc<RwLock<IndexState>>,
+    /// The name `obj` points at, if any.
+    key: fn(&K) -> Option<String>,
+}
+
+/// The pods of each VLLMService, by namespace and the pods' instance label.
+pub type PodIndex = NameIndex<Pod>;
 
 #[derive(Default)]
 struct IndexState {
-    by_service: HashMap<(String, String), BTreeSet<String>>,
+    /// (namespace, pointed-at name) → the objects' names.
+    by_key: HashMap<(String, String), BTreeSet<String>>,
+    /// (namespace, object name) → where the object points.
+    of: HashMap<(String, String), String>,
     /// The index being rebuilt during a re-list, swapped in at its end.
-    relisting: Option<HashMap<(String, String), BTreeSet<String>>>,
+    relisting: Option<Box<IndexState>>,
 }
 
-fn pod_key(pod: &Pod) -> Option<((String, String), String)> {
-    let ns = pod.namespace()?;
-    let instance = names::instance_of(pod.labels())?.to_string();
-    Some(((ns, instance), pod.name_any()))
+impl IndexState {
+    fn set(&mut self, id: (String, String), key: Option<String>) {
+        if let Some(old) = self.of.remove(&id) {
+            let k = (id.0.clone(), old);
+            if let Some(names) = self.by_key.get_mut(&k) {
+                names.remove(&id.1);
+                if names.is_empty() {
+                    self.by_key.remove(&k);
+                }
+            }
+        }
+        if let Some(key) = key {
+            self.by_key
+                .entry((id.0.clone(), key.clone()))
+                .or_default()
+                .insert(id.1.clone());
+            self.of.insert(id, key);
+        }
+    }
 }
 
-impl PodIndex {
-    /// Applies one event of the pod watch.
-    pub fn saw(&self, event: &Result<watcher::Event<Pod>, watcher::Error>) {
+impl<K> Clone for NameIndex<K> {
+    fn clone(&self) -> Self {
+        NameIndex {
+            state: self.state.clone(),
+            key: self.key,
+        }
+    }
+}
+
+impl<K: Resource> NameIndex<K> {
+    pub fn new(key: fn(&K) -> Option<String>) -> Self {
+        NameIndex {
+            state: Arc::default(),
+            key,
+        }
+    }
+
+    /// Applies one event of the objects' watch.
+    pub fn saw(&self, event: &Result<watcher::Event<K>, watcher::Error>) {
         let Ok(event) = event else { return };
-        let mut s = self.0.write().expect("pod index lock");
+        let id = |o: &K| -> Option<(String, String)> {
+            Some((o.meta().namespace.clone()?, o.meta().name.clone()?))
+        };
+        let mut s = self.state.write().expect("index lock");
         match event {
-            watcher::Event::Apply(pod) => {
-                // A pod's labels can change: drop it from every other entry first.
-                let name = pod.name_any();
-                let ns = pod.namespace();
-                for (k, pods) in s.by_service.iter_mut() {
-                    if Some(&k.0) == ns.as_ref() {
-                        pods.remove(&name);
-                    }
-                }
-                if let Some((key, name)) = pod_key(pod) {
-                    s.by_service.entry(key).or_default().insert(name);
-                }
-                s.by_service.retain(|_, pods| !pods.is_empty());
-            }
-            watcher::Event::Delete(pod) => {
-                if let Some((key, name)) = pod_key(pod)
-                    && let Some(pods) = s.by_service.get_mut(&key)
-                {
-                    pods.remove(&name);
-                    if pods.is_empty() {
-                        s.by_service.remove(&key);
-                    }
+            watcher::Event::Apply(o) => {
+                if let Some(id) = id(o) {
+                    s.set(id, (self.key)(o));
                 }
             }
-            watcher::Event::Init => s.relisting = Some(HashMap::new()),
-            watcher::Event::InitApply(pod) => {
-                if let (Some((key, name)), Some(next)) = (pod_key(pod), s.relisting.as_mut()) {
-                    next.entry(key).or_default().insert(name);
+            watcher::Event::Delete(o) => {
+                if let Some(id) = id(o) {
+                    s.set(id, None);
+                }
+            }
+            watcher::Event::Init => s.relisting = Some(Box::default()),
+            watcher::Event::InitApply(o) => {
+                if let (Some(id), Some(next)) = (id(o), s.relisting.as_mut()) {
+                    next.set(id, (self.key)(o));
                 }
             }
             watcher::Event::InitDone => {
                 if let Some(next) = s.relisting.take() {
-                    s.by_service = next;
+                    *s = *next;
                 }
             }
         }
     }
 
-    /// The names of the pods of VLLMService `name` in `namespace`.
-    pub fn pods_of(&self, namespace: &str, name: &str) -> Vec<String> {
-        let s = self.0.read().expect("pod index lock");
-        s.by_service
+    /// The names of the objects in `namespace` that point at `name`.
+    pub fn names_of(&self, namespace: &str, name: &str) -> Vec<String> {
+        let s = self.state.read().expect("index lock");
+        s.by_key
             .get(&(namespace.to_string(), name.to_string()))
             .map(|p| p.iter().cloned().collect())
             .unwrap_or_default()
+    }
+}
+
+impl Default for PodIndex {
+    fn default() -> Self {
+        NameIndex::new(|pod| names::instance_of(pod.labels()).map(str::to_string))
+    }
+}
+
+impl PodIndex {
+    /// The names of the pods of VLLMService `name` in `namespace`.
+    pub fn pods_of(&self, namespace: &str, name: &str) -> Vec<String> {
+        self.names_of(namespace, name)
     }
 }
 
@@ -603,7 +646,7 @@ impl Context {
         let key = ObjectRef::new(&vs.name_any()).within(&vs.namespace().unwrap_or_default());
         let mut written = self.written.lock().expect("written lock");
         // Entries of deleted objects are dropped now and then.
-        if written.len() > 2 * self.services.state().len() + 64 {
+        if written.len() > 2 * self.services.len() + 64 {
             written.retain(|k, _| self.services.get(k).is_some());
         }
         written.insert(

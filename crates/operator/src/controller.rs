@@ -10,7 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use futures::{Future, FutureExt, Stream, StreamExt};
+use futures::{Future, FutureExt, Stream, StreamExt, TryStreamExt};
 use gateway_api::apis::standard::{gateways::Gateway, httproutes::HttpRoute};
 use k8s_openapi::api::{
     apps::v1::Deployment,
@@ -22,7 +22,7 @@ use k8s_openapi::api::{
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
     Api, Client, Resource, ResourceExt,
-    core::{DeserializeGuard, PartialObjectMeta},
+    core::{DeserializeGuard, PartialObjectMeta, PartialObjectMetaExt},
     runtime::{
         Controller, WatchStreamExt,
         controller::{self, Action},
@@ -40,7 +40,9 @@ use crate::keda::scaledobjects::ScaledObject;
 use crate::prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor};
 use crate::{
     build,
-    context::{Cache, CacheFill, Caches, Context, Placement, PodIndex, PodLogs, backoff},
+    context::{
+        Cache, CacheFill, Caches, Context, NameIndex, Placement, PodIndex, PodLogs, backoff,
+    },
     error::Error,
     events,
     health::Health,
@@ -49,6 +51,7 @@ use crate::{
     optional::{self, Apis},
     reconcile,
     route::Target,
+    slim::{self, Slim},
 };
 
 /// Options of the controller loop.
@@ -118,10 +121,12 @@ async fn run_until_stopped(
             apis = discover_until_ok(&client) => apis,
             _ = shutdown.clone() => return,
         };
+        let lists = ListStrategy::probe(&client).await;
         tracing::info!(
             gateway_api = apis.gateway,
             prometheus_operator = apis.prometheus,
             keda = apis.keda,
+            streaming_lists = lists == ListStrategy::Streaming,
             "optional APIs"
         );
         let (changed_tx, changed) = tokio::sync::oneshot::channel::<()>();
@@ -141,7 +146,7 @@ async fn run_until_stopped(
                 }
             }
         };
-        run_watches(client.clone(), metrics.clone(), &opts, apis, stop).await;
+        run_watches(client.clone(), metrics.clone(), &opts, apis, lists, stop).await;
         watch_crds.abort();
         if stopping.load(Ordering::SeqCst) {
             return;
@@ -237,6 +242,49 @@ async fn apis_changed(client: Client, current: Apis) {
     }
 }
 
+/// How the watches fill their caches at start (and after a re-list).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ListStrategy {
+    /// The API server streams the current objects as watch events
+    /// (`sendInitialEvents`, Kubernetes' WatchList): one object at a time is
+    /// in flight, never a page of them.
+    Streaming,
+    /// Lists in pages of [`LIST_PAGE_SIZE`], then a watch: for API servers
+    /// without WatchList (1.33 has it off by default, older ones lack it).
+    Paged,
+}
+
+/// Objects per list page when the API server cannot stream lists: a page is
+/// held whole (its JSON and its objects) until its last object is cached.
+const LIST_PAGE_SIZE: u32 = 100;
+
+impl ListStrategy {
+    /// Asks the API server for a streamed list of one CRD (the operator's own;
+    /// the operator may watch CRDs): refused (422) where WatchList is off.
+    async fn probe(client: &Client) -> ListStrategy {
+        let crds = Api::<PartialObjectMeta<CustomResourceDefinition>>::all(client.clone());
+        let name = <VLLMService as kube::CustomResourceExt>::crd_name();
+        let params = kube::api::WatchParams::streaming_lists()
+            .fields(&format!("metadata.name={name}"))
+            .timeout(1);
+        match crds.watch_metadata(&params, "0").await {
+            Ok(_) => ListStrategy::Streaming,
+            Err(e) => {
+                tracing::info!(error = %e, "streaming lists refused; listing in pages");
+                ListStrategy::Paged
+            }
+        }
+    }
+
+    /// `config` with this strategy.
+    fn apply(self, config: watcher::Config) -> watcher::Config {
+        match self {
+            ListStrategy::Streaming => config.streaming_lists(),
+            ListStrategy::Paged => config.page_size(LIST_PAGE_SIZE),
+        }
+    }
+}
+
 /// How a watch retries after an error (e.g. the API server restarting): from
 /// 250 ms, doubling, capped at 5 s, with jitter; reset by the next event. kube's
 /// default (800 ms to 30 s, reset only after 2 minutes of success) left the
@@ -255,16 +303,19 @@ fn watch_backoff() -> kube::runtime::watcher::ExponentialBackoff {
 /// `managedFields` reduced to who manages the object (the apply step needs
 /// no more). The watch runs in its own task, so the cache fills before the
 /// controller starts; `on_event` sees every event first. The stream yields
-/// every changed object, for the controller.
-fn cached_watch<K>(
-    api: Api<K>,
+/// `trigger` of every changed object, for the controller: for a child only
+/// its metadata ([`meta_only`]), since the stream is queued until the
+/// controller starts and a full copy of every object would wait there.
+fn cached_watch<K, T>(
+    api: Api<Slim<K>>,
     config: watcher::Config,
     slim: fn(&mut K),
     on_event: impl Fn(&Result<watcher::Event<K>, watcher::Error>) + Send + 'static,
+    trigger: fn(K) -> T,
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
 ) -> (
     Cache<K>,
-    impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+    impl Stream<Item = Result<T, watcher::Error>> + Send + 'static,
 )
 where
     K: Resource<DynamicType = ()>
@@ -274,6 +325,7 @@ where
         + Send
         + Sync
         + 'static,
+    T: Send + 'static,
 {
     let (store, writer) = reflector::store();
     let (cache, fill): (Cache<K>, CacheFill) = Cache::new(store);
@@ -282,6 +334,7 @@ where
     let (tx, rx) = futures::channel::mpsc::unbounded();
     let stream = watcher(api, config)
         .backoff(watch_backoff())
+        .map_ok(slim::event)
         .modify(move |obj: &mut K| {
             slim_managed_fields(obj.meta_mut());
             slim(obj);
@@ -291,7 +344,8 @@ where
             on_event(event);
         })
         .reflect(writer)
-        .touched_objects();
+        .touched_objects()
+        .map_ok(trigger);
     tasks.push(tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(item) = stream.next().await {
@@ -301,6 +355,13 @@ where
         }
     }));
     (cache, rx)
+}
+
+/// What the controller needs of a changed child: its metadata (owner
+/// references, labels, name), not its spec or status.
+fn meta_only<K: Resource<DynamicType = ()>>(obj: K) -> PartialObjectMeta<K> {
+    let mut obj = obj;
+    std::mem::take(obj.meta_mut()).into_response_partial::<K>()
 }
 
 /// Keeps of `managedFields` only each entry's manager and operation.
@@ -316,14 +377,16 @@ fn slim_managed_fields(meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1
 
 /// A watch that only feeds `on_event` (an index such as [`Placement`]), in its own task.
 fn index_watch<K>(
-    api: Api<K>,
+    api: Api<Slim<K>>,
     config: watcher::Config,
     on_event: impl Fn(&Result<watcher::Event<K>, watcher::Error>) + Send + 'static,
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
 ) where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
-    let stream = watcher(api, config).backoff(watch_backoff());
+    let stream = watcher(api, config)
+        .backoff(watch_backoff())
+        .map_ok(slim::event);
     tasks.push(tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(event) = stream.next().await {
@@ -334,19 +397,23 @@ fn index_watch<K>(
 
 /// The watches behind [`Placement`]: every node, and every pod that may hold
 /// resources (not finished).
-fn placement_watches(client: &Client, tasks: &mut Vec<tokio::task::JoinHandle<()>>) -> Placement {
+fn placement_watches(
+    client: &Client,
+    config: watcher::Config,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> Placement {
     let placement = Placement::default();
     let p = placement.clone();
     index_watch(
-        Api::<Node>::all(client.clone()),
-        watcher::Config::default(),
+        Api::<Slim<Node>>::all(client.clone()),
+        config.clone(),
         move |e| p.saw_node(e),
         tasks,
     );
     let p = placement.clone();
     index_watch(
-        Api::<Pod>::all(client.clone()),
-        watcher::Config::default().fields("status.phase!=Succeeded,status.phase!=Failed"),
+        Api::<Slim<Pod>>::all(client.clone()),
+        config.fields("status.phase!=Succeeded,status.phase!=Failed"),
         move |e| p.saw_pod(e),
         tasks,
     );
@@ -392,10 +459,12 @@ async fn run_watches(
     metrics: Arc<Metrics>,
     opts: &Options,
     apis: Apis,
+    lists: ListStrategy,
     stop: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let scope = ScopedApis(client.clone(), opts.namespace.clone());
-    let managed = watcher::Config::default().labels(&names::managed_selector());
+    let config = || lists.apply(watcher::Config::default());
+    let managed = config().labels(&names::managed_selector());
     let mut tasks = Vec::new();
     opts.health.set_caches_synced(false);
 
@@ -403,29 +472,40 @@ async fn run_watches(
     // identity triggers a reconcile; a status change does not, so the operator's
     // own status writes do not come back as work. A status edited by someone
     // else is corrected at the next child event or resync.
-    let (vllm_cache, vllm_services) = cached_watch(
-        scope.api::<DeserializeGuard<VLLMService>>(),
-        watcher::Config::default().any_semantic(),
-        keep_all,
-        ignore,
-        &mut tasks,
-    );
+    // Which services mount each claim, for the PVC watch.
+    let claims: NameIndex<DeserializeGuard<VLLMService>> = NameIndex::new(|g| {
+        let vs = g.0.as_ref().ok()?;
+        vs.spec.storage.pvc_name.clone()
+    });
+    let (vllm_cache, vllm_services) = {
+        let claims = claims.clone();
+        cached_watch(
+            scope.api::<Slim<DeserializeGuard<VLLMService>>>(),
+            config().any_semantic(),
+            keep_all,
+            move |e| claims.saw(e),
+            std::convert::identity,
+            &mut tasks,
+        )
+    };
     let store = vllm_cache.store.clone();
     let vllm_services = vllm_services.predicate_filter(predicates::generation, Default::default());
     let mut controller = Controller::for_stream(vllm_services, store.clone());
 
     let (deployments, deployment_events) = cached_watch(
-        scope.api::<Deployment>(),
+        scope.api::<Slim<Deployment>>(),
         managed.clone(),
         keep_all,
         ignore,
+        meta_only,
         &mut tasks,
     );
     let (services, service_events) = cached_watch(
-        scope.api::<Service>(),
+        scope.api::<Slim<Service>>(),
         managed.clone(),
         keep_all,
         ignore,
+        meta_only,
         &mut tasks,
     );
     let pod_index = PodIndex::default();
@@ -433,54 +513,58 @@ async fn run_watches(
     let (pods, pod_events) = {
         let (index, logs) = (pod_index.clone(), pod_logs.clone());
         cached_watch(
-            scope.api::<Pod>(),
+            scope.api::<Slim<Pod>>(),
             managed.clone(),
             slim_pod,
             move |e| {
                 index.saw(e);
                 logs.saw(e);
             },
+            meta_only,
             &mut tasks,
         )
     };
     let (pvcs, pvc_events) = cached_watch(
-        scope.api::<PersistentVolumeClaim>(),
-        watcher::Config::default(),
+        scope.api::<Slim<PersistentVolumeClaim>>(),
+        config(),
         slim_pvc,
         ignore,
+        meta_only,
         &mut tasks,
     );
     let (pdbs, pdb_events) = cached_watch(
-        scope.api::<PodDisruptionBudget>(),
+        scope.api::<Slim<PodDisruptionBudget>>(),
         managed.clone(),
         keep_all,
         ignore,
+        meta_only,
         &mut tasks,
     );
     // Download Jobs may have several owners (services sharing a download), none
     // a controller: every owner hears of the Job.
     let (jobs, job_events) = cached_watch(
-        scope.api::<Job>(),
+        scope.api::<Slim<Job>>(),
         managed.clone(),
         keep_all,
         ignore,
+        meta_only,
         &mut tasks,
     );
     // KEDA's HPAs, whose ScalingLimited the status reports: the HPA's owner is
     // the ScaledObject, named like the VLLMService (its label says which).
     let (hpas, hpa_events) = cached_watch(
-        scope.api::<HorizontalPodAutoscaler>(),
-        watcher::Config::default().labels(SCALED_OBJECT_LABEL),
+        scope.api::<Slim<HorizontalPodAutoscaler>>(),
+        config().labels(SCALED_OBJECT_LABEL),
         slim_hpa,
         ignore,
+        meta_only,
         &mut tasks,
     );
     // Free GPUs are counted over the whole cluster: only an operator that may
     // see every namespace's pods can count them.
     let placement = opts
         .gpu_accounting
-        .then(|| placement_watches(&client, &mut tasks));
-    let pvc_store = store.clone();
+        .then(|| placement_watches(&client, config(), &mut tasks));
     controller = controller
         .owns_stream(deployment_events)
         .owns_stream(service_events)
@@ -503,10 +587,12 @@ async fn run_watches(
             names::instance_of(pod.labels()).map(|n| ObjectRef::new(n).within(&ns))
         })
         .watches_stream(pvc_events, move |pvc| {
-            let ns = pvc.namespace();
-            services_referencing(&pvc_store, &pvc, |vs| {
-                vs.namespace() == ns && vs.spec.storage.pvc_name.as_ref() == Some(name_of(&pvc))
-            })
+            let ns = pvc.namespace().unwrap_or_default();
+            claims
+                .names_of(&ns, name_of(&pvc))
+                .into_iter()
+                .map(|n| ObjectRef::new(&n).within(&ns))
+                .collect::<Vec<_>>()
         });
     let mut caches = Caches {
         deployments,
@@ -527,17 +613,19 @@ async fn run_watches(
     };
     if apis.gateway {
         let (routes, route_events) = cached_watch(
-            scope.api::<HttpRoute>(),
+            scope.api::<Slim<HttpRoute>>(),
             managed.clone(),
             keep_all,
             ignore,
+            meta_only,
             &mut tasks,
         );
         let (gateways, gateway_events) = cached_watch(
-            scope.api::<Gateway>(),
-            watcher::Config::default(),
+            scope.api::<Slim<Gateway>>(),
+            config(),
             keep_all,
             ignore,
+            meta_only,
             &mut tasks,
         );
         let gw_store = store.clone();
@@ -557,17 +645,19 @@ async fn run_watches(
     }
     if apis.prometheus {
         let (monitors, monitor_events) = cached_watch(
-            scope.api::<ServiceMonitor>(),
+            scope.api::<Slim<ServiceMonitor>>(),
             managed.clone(),
             keep_all,
             ignore,
+            meta_only,
             &mut tasks,
         );
         let (rules, rule_events) = cached_watch(
-            scope.api::<PrometheusRule>(),
+            scope.api::<Slim<PrometheusRule>>(),
             managed.clone(),
             keep_all,
             ignore,
+            meta_only,
             &mut tasks,
         );
         controller = controller
@@ -577,10 +667,11 @@ async fn run_watches(
     }
     if apis.keda {
         let (scaled_objects, scaled_object_events) = cached_watch(
-            scope.api::<ScaledObject>(),
+            scope.api::<Slim<ScaledObject>>(),
             managed.clone(),
             keep_all,
             ignore,
+            meta_only,
             &mut tasks,
         );
         controller = controller.owns_stream(scaled_object_events);
@@ -692,9 +783,7 @@ async fn reconcile_guarded(
     let started = Instant::now();
     ctx.metrics.reconciles.inc();
     ctx.metrics.reconciles_in_flight.inc();
-    ctx.metrics
-        .managed_objects
-        .set(ctx.services.state().len() as i64);
+    ctx.metrics.managed_objects.set(ctx.services.len() as i64);
     // Every log line of this reconcile carries the object's namespace and name.
     let span = tracing::info_span!(
         "reconcile",

@@ -30,5 +30,6 @@ pub mod read;
 pub mod reconcile;
 pub mod route;
 pub mod seen;
+pub mod slim;
 pub mod status;
 pub mod text;
