@@ -372,8 +372,13 @@ struct PlacementState {
     used: HashMap<String, Amounts>,
 }
 
-/// A pod's key and what it holds on its node, if anything.
+/// A pod's key and what it holds on its node, if anything: a finished pod
+/// (Succeeded, Failed) holds nothing.
 fn holding(pod: &Pod) -> Option<((String, String), (String, Amounts))> {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    if matches!(phase, Some("Succeeded" | "Failed")) {
+        return None;
+    }
     let node = pod.spec.as_ref()?.node_name.clone()?;
     let demand = placement::pod_demand(pod);
     let key = (pod.namespace()?, pod.name_any());
@@ -700,6 +705,22 @@ mod tests {
             json!({"metadata": {"name": name, "namespace": ns, "labels": labels}}),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn a_finished_pod_holds_nothing_on_its_node() {
+        let gpu_pod = |phase: &str| -> Pod {
+            serde_json::from_value(json!({
+                "metadata": {"name": "p", "namespace": "ns"},
+                "spec": {"nodeName": "n1", "containers": [{"name": "c",
+                         "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+                "status": {"phase": phase}}))
+            .unwrap()
+        };
+        assert!(holding(&gpu_pod("Running")).is_some());
+        assert!(holding(&gpu_pod("Pending")).is_some());
+        assert!(holding(&gpu_pod("Succeeded")).is_none());
+        assert!(holding(&gpu_pod("Failed")).is_none());
     }
 
     #[test]

@@ -302,14 +302,15 @@ fn watch_backoff() -> kube::runtime::watcher::ExponentialBackoff {
 /// A watch whose objects are kept in a cache, slimmed by `slim`, with
 /// `managedFields` reduced to who manages the object (the apply step needs
 /// no more). The watch runs in its own task, so the cache fills before the
-/// controller starts; `on_event` sees every event first. The stream yields
+/// controller starts; `on_event` sees every event first, before `keep` and
+/// `slim` (so it may read what the cache drops). The stream yields
 /// `trigger` of every changed object, for the controller: for a child only
 /// its metadata ([`meta_only`]), since the stream is queued until the
 /// controller starts and a full copy of every object would wait there.
 fn cached_watch<K, T>(
     api: Api<Slim<K>>,
     config: watcher::Config,
-    slim: fn(&mut K),
+    Keep { only: keep, slim }: Keep<K>,
     on_event: impl Fn(&Result<watcher::Event<K>, watcher::Error>) + Send + 'static,
     trigger: fn(K) -> T,
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
@@ -335,13 +336,14 @@ where
     let stream = watcher(api, config)
         .backoff(watch_backoff())
         .map_ok(slim::event)
-        .modify(move |obj: &mut K| {
-            slim_managed_fields(obj.meta_mut());
-            slim(obj);
-        })
         .inspect(move |event| {
             fill.saw(event);
             on_event(event);
+        })
+        .try_filter_map(move |event| futures::future::ready(Ok(kept(event, keep))))
+        .modify(move |obj: &mut K| {
+            slim_managed_fields(obj.meta_mut());
+            slim(obj);
         })
         .reflect(writer)
         .touched_objects()
@@ -355,6 +357,40 @@ where
         }
     }));
     (cache, rx)
+}
+
+/// `event` for a cache that holds only the objects `keep` accepts: an object
+/// that no longer qualifies (e.g. relabelled) leaves it, others never enter.
+fn kept<K>(event: watcher::Event<K>, keep: fn(&K) -> bool) -> Option<watcher::Event<K>> {
+    match event {
+        watcher::Event::Apply(o) if !keep(&o) => Some(watcher::Event::Delete(o)),
+        watcher::Event::InitApply(o) if !keep(&o) => None,
+        e => Some(e),
+    }
+}
+
+/// What a cache holds of its watch's objects: those `only` accepts, slimmed by `slim`.
+struct Keep<K> {
+    only: fn(&K) -> bool,
+    slim: fn(&mut K),
+}
+
+impl<K> Keep<K> {
+    /// Every object, whole.
+    fn all() -> Self {
+        Keep {
+            only: |_| true,
+            slim: |_| {},
+        }
+    }
+
+    /// Every object, slimmed.
+    fn slimmed(slim: fn(&mut K)) -> Self {
+        Keep {
+            only: |_| true,
+            slim,
+        }
+    }
 }
 
 /// What the controller needs of a changed child: its metadata (owner
@@ -395,9 +431,8 @@ fn index_watch<K>(
     }));
 }
 
-/// The watches behind [`Placement`]: every node, and every pod that may hold
-/// resources (not finished).
-fn placement_watches(
+/// The node watch behind [`Placement`]; its pods come from the pod watch.
+fn placement_watch(
     client: &Client,
     config: watcher::Config,
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
@@ -406,21 +441,21 @@ fn placement_watches(
     let p = placement.clone();
     index_watch(
         Api::<Slim<Node>>::all(client.clone()),
-        config.clone(),
+        config,
         move |e| p.saw_node(e),
-        tasks,
-    );
-    let p = placement.clone();
-    index_watch(
-        Api::<Slim<Pod>>::all(client.clone()),
-        config.fields("status.phase!=Succeeded,status.phase!=Failed"),
-        move |e| p.saw_pod(e),
         tasks,
     );
     placement
 }
 
-fn keep_all<K>(_: &mut K) {}
+/// Objects this operator manages (its label), e.g. its pods among all pods.
+fn is_managed<K: Resource>(obj: &K) -> bool {
+    obj.meta()
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(names::MANAGED_BY_LABEL))
+        .is_some_and(|v| v == names::MANAGED_BY_VALUE)
+}
 
 fn ignore<K>(_: &Result<watcher::Event<K>, watcher::Error>) {}
 
@@ -482,7 +517,7 @@ async fn run_watches(
         cached_watch(
             scope.api::<Slim<DeserializeGuard<VLLMService>>>(),
             config().any_semantic(),
-            keep_all,
+            Keep::all(),
             move |e| claims.saw(e),
             std::convert::identity,
             &mut tasks,
@@ -495,7 +530,7 @@ async fn run_watches(
     let (deployments, deployment_events) = cached_watch(
         scope.api::<Slim<Deployment>>(),
         managed.clone(),
-        keep_all,
+        Keep::all(),
         ignore,
         meta_only,
         &mut tasks,
@@ -503,20 +538,37 @@ async fn run_watches(
     let (services, service_events) = cached_watch(
         scope.api::<Slim<Service>>(),
         managed.clone(),
-        keep_all,
+        Keep::all(),
         ignore,
         meta_only,
         &mut tasks,
     );
     let pod_index = PodIndex::default();
     let pod_logs = PodLogs::default();
+    // Free GPUs are counted over the whole cluster: only an operator that may
+    // see every namespace's pods can count them. Then one watch of every pod
+    // feeds the count and, with the operator's own pods, the cache, so that
+    // no pod is sent (and parsed) twice.
+    let placement = opts
+        .gpu_accounting
+        .then(|| placement_watch(&client, config(), &mut tasks));
     let (pods, pod_events) = {
-        let (index, logs) = (pod_index.clone(), pod_logs.clone());
+        let (index, logs, counted) = (pod_index.clone(), pod_logs.clone(), placement.clone());
+        let (api, selected) = match &placement {
+            Some(_) => (Api::<Slim<Pod>>::all(client.clone()), config()),
+            None => (scope.api::<Slim<Pod>>(), managed.clone()),
+        };
         cached_watch(
-            scope.api::<Slim<Pod>>(),
-            managed.clone(),
-            slim_pod,
+            api,
+            selected,
+            Keep {
+                only: is_managed,
+                slim: slim_pod,
+            },
             move |e| {
+                if let Some(p) = &counted {
+                    p.saw_pod(e);
+                }
                 index.saw(e);
                 logs.saw(e);
             },
@@ -527,7 +579,7 @@ async fn run_watches(
     let (pvcs, pvc_events) = cached_watch(
         scope.api::<Slim<PersistentVolumeClaim>>(),
         config(),
-        slim_pvc,
+        Keep::slimmed(slim_pvc),
         ignore,
         meta_only,
         &mut tasks,
@@ -535,7 +587,7 @@ async fn run_watches(
     let (pdbs, pdb_events) = cached_watch(
         scope.api::<Slim<PodDisruptionBudget>>(),
         managed.clone(),
-        keep_all,
+        Keep::all(),
         ignore,
         meta_only,
         &mut tasks,
@@ -545,7 +597,7 @@ async fn run_watches(
     let (jobs, job_events) = cached_watch(
         scope.api::<Slim<Job>>(),
         managed.clone(),
-        keep_all,
+        Keep::all(),
         ignore,
         meta_only,
         &mut tasks,
@@ -555,16 +607,11 @@ async fn run_watches(
     let (hpas, hpa_events) = cached_watch(
         scope.api::<Slim<HorizontalPodAutoscaler>>(),
         config().labels(SCALED_OBJECT_LABEL),
-        slim_hpa,
+        Keep::slimmed(slim_hpa),
         ignore,
         meta_only,
         &mut tasks,
     );
-    // Free GPUs are counted over the whole cluster: only an operator that may
-    // see every namespace's pods can count them.
-    let placement = opts
-        .gpu_accounting
-        .then(|| placement_watches(&client, config(), &mut tasks));
     controller = controller
         .owns_stream(deployment_events)
         .owns_stream(service_events)
@@ -615,7 +662,7 @@ async fn run_watches(
         let (routes, route_events) = cached_watch(
             scope.api::<Slim<HttpRoute>>(),
             managed.clone(),
-            keep_all,
+            Keep::all(),
             ignore,
             meta_only,
             &mut tasks,
@@ -623,7 +670,7 @@ async fn run_watches(
         let (gateways, gateway_events) = cached_watch(
             scope.api::<Slim<Gateway>>(),
             config(),
-            keep_all,
+            Keep::all(),
             ignore,
             meta_only,
             &mut tasks,
@@ -647,7 +694,7 @@ async fn run_watches(
         let (monitors, monitor_events) = cached_watch(
             scope.api::<Slim<ServiceMonitor>>(),
             managed.clone(),
-            keep_all,
+            Keep::all(),
             ignore,
             meta_only,
             &mut tasks,
@@ -655,7 +702,7 @@ async fn run_watches(
         let (rules, rule_events) = cached_watch(
             scope.api::<Slim<PrometheusRule>>(),
             managed.clone(),
-            keep_all,
+            Keep::all(),
             ignore,
             meta_only,
             &mut tasks,
@@ -669,7 +716,7 @@ async fn run_watches(
         let (scaled_objects, scaled_object_events) = cached_watch(
             scope.api::<Slim<ScaledObject>>(),
             managed.clone(),
-            keep_all,
+            Keep::all(),
             ignore,
             meta_only,
             &mut tasks,
@@ -845,4 +892,53 @@ fn error_policy(obj: Arc<DeserializeGuard<VLLMService>>, err: &Error, ctx: Arc<C
         });
     }
     Action::requeue(delay)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(name: &str, managed: bool) -> Pod {
+        let labels = if managed {
+            json!({names::MANAGED_BY_LABEL: names::MANAGED_BY_VALUE})
+        } else {
+            json!({})
+        };
+        serde_json::from_value(
+            json!({"metadata": {"name": name, "namespace": "ns", "labels": labels}}),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_cache_of_some_objects_drops_the_others_and_those_that_stop_qualifying() {
+        let keep = |e| kept(e, is_managed::<Pod>);
+        let name = |e: Option<watcher::Event<Pod>>| match e {
+            Some(watcher::Event::Apply(p)) => format!("apply {}", p.name_any()),
+            Some(watcher::Event::InitApply(p)) => format!("init {}", p.name_any()),
+            Some(watcher::Event::Delete(p)) => format!("delete {}", p.name_any()),
+            Some(_) => "other".into(),
+            None => "dropped".into(),
+        };
+        assert_eq!(name(keep(watcher::Event::Apply(pod("a", true)))), "apply a");
+        assert_eq!(
+            name(keep(watcher::Event::InitApply(pod("a", true)))),
+            "init a"
+        );
+        assert_eq!(
+            name(keep(watcher::Event::InitApply(pod("b", false)))),
+            "dropped"
+        );
+        // Relabelled away (or never ours): removed from the cache if it was there.
+        assert_eq!(
+            name(keep(watcher::Event::Apply(pod("b", false)))),
+            "delete b"
+        );
+        assert_eq!(
+            name(keep(watcher::Event::Delete(pod("b", false)))),
+            "delete b"
+        );
+        assert_eq!(name(keep(watcher::Event::InitDone)), "other");
+    }
 }
