@@ -500,7 +500,7 @@ async fn one_run(
         + api.get("GET persistentvolumeclaims")
         + api.get("LIST pods")
         + api.get("GET pods")
-        + api.get("GET pods/log");
+        + api.get("CONNECT pods/log");
     if routed {
         operator_reads += api.get("GET gateways")
             + api.get("GET httproutes")

@@ -110,7 +110,7 @@ pub const FIGURES: &[(&str, &str, usize)] = &[
     ),
     (
         "operator_reads_per_service",
-        "operator reads per service (GET/LIST at API server)",
+        "operator reads per service (GET, LIST and pod log reads at the API server)",
         1,
     ),
     ("steady_writes", "writes in steady window", 0),
