@@ -3,6 +3,9 @@
 #
 #   docker build -t ghcr.io/example/vllmservice-operator:0.1.0 .
 #
+# The binary links jemalloc, built from source by tikv-jemalloc-sys (make and
+# musl-gcc, both in this stage).
+#
 # Multi-arch: the build stage runs on the target platform and builds for
 # `$(uname -m)-unknown-linux-musl` (x86_64 or aarch64).
 
