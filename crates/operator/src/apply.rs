@@ -11,10 +11,7 @@
 //! their object is left alone; every update carries the resourceVersion it
 //! was decided on, so a stale decision fails with 409 and is made again.
 
-use std::{
-    fmt::Debug,
-    time::{Duration, Instant},
-};
+use std::{fmt::Debug, time::Duration};
 
 use k8s_openapi::api::{batch::v1::Job, core::v1::ObjectReference};
 use kube::{
@@ -29,6 +26,7 @@ pub use crate::done::{Done, Outcome};
 use crate::{
     build::{Desired, Download, Want, download},
     context::Context,
+    cputime::ThreadCpu,
     error::{Error, Result},
     events,
     seen::Seen,
@@ -348,7 +346,7 @@ where
     K::DynamicType: Default,
 {
     let name = desired.name_any();
-    let started = Instant::now();
+    let started = ThreadCpu::now();
     let desired = stamped(desired);
     *compute += started.elapsed();
     let mut live = cached;
@@ -373,7 +371,7 @@ where
         if !is_controlled_by(&current, owner_uid) {
             return Ok((Applied::Foreign, None));
         }
-        let started = Instant::now();
+        let started = ThreadCpu::now();
         let same = up_to_date(&desired, &current);
         *compute += started.elapsed();
         if same {

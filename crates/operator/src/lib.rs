@@ -11,6 +11,7 @@ pub mod build;
 pub mod conditions;
 pub mod context;
 pub mod controller;
+pub mod cputime;
 pub mod diagnose;
 pub mod done;
 pub mod enginelog;

@@ -1,7 +1,7 @@
 //! One reconcile of one VLLMService, as its pipeline: read → validate →
 //! build → apply → status.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
@@ -19,6 +19,7 @@ use crate::{
     apply::{self, FIELD_MANAGER},
     build,
     context::Context,
+    cputime::ThreadCpu,
     error::{Error, Result},
     events, read,
     route::Resolution,
@@ -39,7 +40,7 @@ pub async fn reconcile(obj: &DeserializeGuard<VLLMService>, ctx: &Context) -> Re
         return Ok(Action::await_change());
     }
     let mut seen = read::gather(&vs, ctx)?;
-    let started = Instant::now();
+    let started = ThreadCpu::now();
     let validated = vllmservice_api::validate(&vs);
     let mut compute = started.elapsed();
     let spec = match validated {
@@ -48,7 +49,7 @@ pub async fn reconcile(obj: &DeserializeGuard<VLLMService>, ctx: &Context) -> Re
     };
     seen.logs = read::logs(&spec, &seen, ctx, Timestamp::now()).await;
     (seen.downloads, seen.stale_jobs) = read::downloads(&spec, ctx).await?;
-    let started = Instant::now();
+    let started = ThreadCpu::now();
     let want = build::all(&spec, &seen, &ctx.prometheus_address);
     compute += started.elapsed();
     // A running download's progress is in its log, which sends no events.
@@ -80,7 +81,7 @@ pub async fn reconcile(obj: &DeserializeGuard<VLLMService>, ctx: &Context) -> Re
         }
         Err(e) => return Err(e),
     };
-    let started = Instant::now();
+    let started = ThreadCpu::now();
     let next_status = status::derive(&spec, &seen, &done, Timestamp::now());
     compute += started.elapsed() + done.compute;
     ctx.metrics.reconcile_compute.observe(compute.as_secs_f64());
