@@ -91,6 +91,11 @@ struct RunArgs {
         value_parser = prometheus_address
     )]
     prometheus_address: String,
+    /// Fill the watch caches from streamed lists (Kubernetes' WatchList,
+    /// `sendInitialEvents`) where the API server offers them, instead of
+    /// lists in pages of 100: a lower memory peak at start (BENCHMARKS.md).
+    #[arg(long, env = "VLLM_OPERATOR_STREAMING_LISTS")]
+    streaming_lists: bool,
     /// Address of the /metrics, /healthz and /readyz endpoints.
     #[arg(
         long,
@@ -331,6 +336,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         // The RBAC of watch-namespace mode grants no cluster-wide pod or node reads.
         gpu_accounting: args.watch_namespace.is_none(),
         prometheus_address: args.prometheus_address.clone(),
+        streaming_lists: args.streaming_lists,
         health,
         ..controller::Options::default()
     };

@@ -237,6 +237,15 @@ where
         .map(|o| (*o).clone())
 }
 
+/// The state being rebuilt by a (re-)list. A paged list starts with
+/// `Event::Init`; a streamed one (WatchList) starts with its first
+/// `InitApply`, and an empty one has none: every index starts its rebuild at
+/// whichever comes first, and `InitDone` swaps in what was rebuilt (empty if
+/// nothing came).
+fn relist<T: Default>(relisting: &mut Option<T>) -> &mut T {
+    relisting.get_or_insert_with(T::default)
+}
+
 /// Which objects of one kind point at which name, kept up to date by their
 /// watch: e.g. the pods of each VLLMService (their instance label), or the
 /// VLLMServices that mount each claim. A lookup and an event cost O(1) in the
@@ -318,15 +327,11 @@ impl<K: Resource> NameIndex<K> {
             }
             watcher::Event::Init => s.relisting = Some(Box::default()),
             watcher::Event::InitApply(o) => {
-                if let (Some(id), Some(next)) = (id(o), s.relisting.as_mut()) {
-                    next.set(id, (self.key)(o));
+                if let Some(id) = id(o) {
+                    relist(&mut s.relisting).set(id, (self.key)(o));
                 }
             }
-            watcher::Event::InitDone => {
-                if let Some(next) = s.relisting.take() {
-                    *s = *next;
-                }
-            }
+            watcher::Event::InitDone => *s = *s.relisting.take().unwrap_or_default(),
         }
     }
 
@@ -434,14 +439,10 @@ impl Placement {
             }
             watcher::Event::Init => s.nodes_relisting = Some(HashMap::new()),
             watcher::Event::InitApply(n) => {
-                if let Some(next) = s.nodes_relisting.as_mut() {
-                    next.insert(n.name_any(), NodeFacts::of(n));
-                }
+                relist(&mut s.nodes_relisting).insert(n.name_any(), NodeFacts::of(n));
             }
             watcher::Event::InitDone => {
-                if let Some(next) = s.nodes_relisting.take() {
-                    s.nodes = next;
-                }
+                s.nodes = s.nodes_relisting.take().unwrap_or_default();
                 s.nodes_synced = true;
             }
         }
@@ -460,15 +461,15 @@ impl Placement {
             watcher::Event::Delete(p) => s.set_pod(key(p), None),
             watcher::Event::Init => s.pods_relisting = Some(HashMap::new()),
             watcher::Event::InitApply(p) => {
-                if let (Some((k, h)), Some(next)) = (holding(p), s.pods_relisting.as_mut()) {
+                let next = relist(&mut s.pods_relisting);
+                if let Some((k, h)) = holding(p) {
                     next.insert(k, h);
                 }
             }
             watcher::Event::InitDone => {
-                if let Some(next) = s.pods_relisting.take() {
-                    s.used = sum_by_node(&next);
-                    s.pods = next;
-                }
+                let next = s.pods_relisting.take().unwrap_or_default();
+                s.used = sum_by_node(&next);
+                s.pods = next;
                 s.pods_synced = true;
             }
         }
@@ -550,14 +551,14 @@ impl PodLogs {
             }
             watcher::Event::Init => s.relisting = Some(BTreeSet::new()),
             watcher::Event::InitApply(pod) => {
-                if let (Some(uid), Some(seen)) = (&pod.metadata.uid, s.relisting.as_mut()) {
+                let seen = relist(&mut s.relisting);
+                if let Some(uid) = &pod.metadata.uid {
                     seen.insert(uid.clone());
                 }
             }
             watcher::Event::InitDone => {
-                if let Some(seen) = s.relisting.take() {
-                    s.by_pod.retain(|uid, _| seen.contains(uid));
-                }
+                let seen = s.relisting.take().unwrap_or_default();
+                s.by_pod.retain(|uid, _| seen.contains(uid));
             }
             watcher::Event::Apply(_) => {}
         }
@@ -705,6 +706,29 @@ mod tests {
             json!({"metadata": {"name": name, "namespace": ns, "labels": labels}}),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn indexes_rebuild_from_a_streamed_list_without_init_and_an_empty_one() {
+        let idx = PodIndex::default();
+        let ev = |e| idx.saw(&Ok(e));
+        // A streamed list (WatchList): no Init before its objects.
+        ev(watcher::Event::InitApply(pod("a", "p1", Some("qwen"))));
+        ev(watcher::Event::InitDone);
+        assert_eq!(idx.pods_of("a", "qwen"), ["p1"]);
+        // A streamed re-list that finds nothing: InitDone alone empties the index.
+        ev(watcher::Event::InitDone);
+        assert!(idx.pods_of("a", "qwen").is_empty());
+
+        let placement = Placement::default();
+        let node: Node = serde_json::from_value(json!({"metadata": {"name": "n1"},
+            "status": {"allocatable": {"nvidia.com/gpu": "4"}}}))
+        .unwrap();
+        placement.saw_node(&Ok(watcher::Event::InitApply(node)));
+        placement.saw_node(&Ok(watcher::Event::InitDone));
+        let s = placement.0.read().unwrap();
+        assert!(s.nodes_synced);
+        assert_eq!(s.nodes.len(), 1, "the streamed node is kept");
     }
 
     #[test]

@@ -76,6 +76,9 @@ pub struct Options {
     /// The Prometheus KEDA queries for a VLLMService whose
     /// `spec.autoscaling.prometheus.serverAddress` is unset.
     pub prometheus_address: String,
+    /// Fill the caches from streamed lists (WatchList) when the API server
+    /// offers them; otherwise, and by default, from lists in pages.
+    pub streaming_lists: bool,
 }
 
 impl Default for Options {
@@ -89,6 +92,7 @@ impl Default for Options {
             health: Health::default(),
             gpu_accounting: true,
             prometheus_address: build::DEFAULT_PROMETHEUS_ADDRESS.to_string(),
+            streaming_lists: false,
         }
     }
 }
@@ -121,7 +125,10 @@ async fn run_until_stopped(
             apis = discover_until_ok(&client) => apis,
             _ = shutdown.clone() => return,
         };
-        let lists = ListStrategy::probe(&client).await;
+        let lists = match opts.streaming_lists {
+            true => ListStrategy::probe(&client).await,
+            false => ListStrategy::Paged,
+        };
         tracing::info!(
             gateway_api = apis.gateway,
             prometheus_operator = apis.prometheus,
