@@ -446,22 +446,12 @@ async fn write(client: &Client, kind: Kind, round: usize, i: usize) -> anyhow::R
     let apply = PatchParams::apply(MANAGER).force();
     match kind {
         Kind::DeploymentPost | Kind::DeploymentApply => {
-            let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
             let (d, _) = children(&n)?;
-            if kind == Kind::DeploymentPost {
-                api.create(&post, &d).await?;
-            } else {
-                api.patch(&n, &apply, &Patch::Apply(&d)).await?;
-            }
+            create(client, kind == Kind::DeploymentPost, &n, &d).await?;
         }
         Kind::ServicePost | Kind::ServiceApply => {
-            let api: Api<Service> = Api::namespaced(client.clone(), ns);
             let (_, s) = children(&n)?;
-            if kind == Kind::ServicePost {
-                api.create(&post, &s).await?;
-            } else {
-                api.patch(&n, &apply, &Patch::Apply(&s)).await?;
-            }
+            create(client, kind == Kind::ServicePost, &n, &s).await?;
         }
         Kind::StatusApply | Kind::StatusApplyNoRules => {
             let body = json!({"apiVersion": api_version(kind), "kind": "VLLMService",
@@ -502,6 +492,30 @@ async fn write(client: &Client, kind: Kind, round: usize, i: usize) -> anyhow::R
             body["metadata"]["name"] = n.into();
             api.create(&post, &serde_json::from_value(body)?).await?;
         }
+    }
+    Ok(())
+}
+
+/// Creates `obj` (named `n`) in the bench namespace with a POST, or with a
+/// server-side apply when `post` is false.
+async fn create<K>(client: &Client, post: bool, n: &str, obj: &K) -> kube::Result<()>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + Serialize
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), NAMESPACE);
+    if post {
+        let params = PostParams {
+            field_manager: Some(MANAGER.into()),
+            ..PostParams::default()
+        };
+        api.create(&params, obj).await?;
+    } else {
+        let params = PatchParams::apply(MANAGER).force();
+        api.patch(n, &params, &Patch::Apply(obj)).await?;
     }
     Ok(())
 }
