@@ -20,21 +20,24 @@ use kube::{
     Client, Resource, ResourceExt,
     core::DeserializeGuard,
     runtime::{
-        events::{Recorder, Reporter},
+        events::Reporter,
         reflector::{ObjectRef, Store},
         watcher,
     },
 };
+use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use vllmservice_api::{VLLMService, VLLMServiceStatus};
 
 use crate::{
+    compact::{Compact, Unparsable},
     keda::scaledobjects::ScaledObject,
     metrics::Metrics,
     names,
     optional::Apis,
     placement::{self, Amounts, Capacity, NodeFacts},
     prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor},
+    recorder::Recorder,
 };
 
 /// What every reconcile shares.
@@ -68,22 +71,23 @@ struct Written {
 }
 
 /// The controller's caches. Children are label-selected
-/// (`app.kubernetes.io/managed-by`), Pods and PVCs keep only metadata and
-/// status; `managedFields` keep only who manages an object, not which fields.
+/// (`app.kubernetes.io/managed-by`) and held [`Compact`] (parsed when read),
+/// Pods and PVCs keep only metadata and status; `managedFields` keep only
+/// who manages an object, not which fields.
 #[derive(Clone)]
 pub struct Caches {
-    pub deployments: Cache<Deployment>,
-    pub services: Cache<Service>,
+    pub deployments: Cache<Compact<Deployment>>,
+    pub services: Cache<Compact<Service>>,
     pub pods: Cache<Pod>,
     /// The pods of each VLLMService, by namespace and instance label.
     pub pod_index: PodIndex,
     /// What was read from each pod's vLLM log, so that a container instance's log is
     /// read at most once; kept by the pod watch (dropped with the pod).
     pub pod_logs: PodLogs,
-    pub pvcs: Cache<PersistentVolumeClaim>,
-    pub pdbs: Cache<PodDisruptionBudget>,
+    pub pvcs: Cache<Compact<PersistentVolumeClaim>>,
+    pub pdbs: Cache<Compact<PodDisruptionBudget>>,
     /// The model download Jobs.
-    pub jobs: Cache<Job>,
+    pub jobs: Cache<Compact<Job>>,
     /// Nodes and what every pod holds on them; None when the operator watches
     /// one namespace (it cannot see other namespaces' pods).
     pub placement: Option<Placement>,
@@ -235,6 +239,21 @@ where
     store
         .get(&ObjectRef::new(name).within(namespace))
         .map(|o| (*o).clone())
+}
+
+/// The object `name` in `namespace` from a store of [`Compact`] objects, whole.
+pub fn expanded<K>(
+    store: &Store<Compact<K>>,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<K>, Unparsable>
+where
+    K: Resource<DynamicType = ()> + DeserializeOwned + 'static,
+{
+    store
+        .get(&ObjectRef::new(name).within(namespace))
+        .map(|o| o.expand())
+        .transpose()
 }
 
 /// The state being rebuilt by a (re-)list. A paged list starts with

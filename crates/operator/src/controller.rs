@@ -40,6 +40,7 @@ use crate::keda::scaledobjects::ScaledObject;
 use crate::prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor};
 use crate::{
     build,
+    compact::Compact,
     context::{
         Cache, CacheFill, Caches, Context, NameIndex, Placement, PodIndex, PodLogs, backoff,
     },
@@ -485,11 +486,6 @@ fn slim_hpa(hpa: &mut HorizontalPodAutoscaler) {
 /// The label KEDA puts on its HPAs (and ScaledObjects): the ScaledObject's name.
 const SCALED_OBJECT_LABEL: &str = "scaledobject.keda.sh/name";
 
-/// PVCs: the reconcile reads only their phase.
-fn slim_pvc(pvc: &mut PersistentVolumeClaim) {
-    pvc.spec = None;
-}
-
 /// How long the controller waits for its caches before it starts anyway: a
 /// cache whose watch is refused (e.g. a missing RBAC rule) never fills, and
 /// the reconciles that need it then report why.
@@ -535,7 +531,7 @@ async fn run_watches(
     let mut controller = Controller::for_stream(vllm_services, store.clone());
 
     let (deployments, deployment_events) = cached_watch(
-        scope.api::<Slim<Deployment>>(),
+        scope.api::<Slim<Compact<Deployment>>>(),
         managed.clone(),
         Keep::all(),
         ignore,
@@ -543,7 +539,7 @@ async fn run_watches(
         &mut tasks,
     );
     let (services, service_events) = cached_watch(
-        scope.api::<Slim<Service>>(),
+        scope.api::<Slim<Compact<Service>>>(),
         managed.clone(),
         Keep::all(),
         ignore,
@@ -584,15 +580,15 @@ async fn run_watches(
         )
     };
     let (pvcs, pvc_events) = cached_watch(
-        scope.api::<Slim<PersistentVolumeClaim>>(),
+        scope.api::<Slim<Compact<PersistentVolumeClaim>>>(),
         config(),
-        Keep::slimmed(slim_pvc),
+        Keep::all(),
         ignore,
         meta_only,
         &mut tasks,
     );
     let (pdbs, pdb_events) = cached_watch(
-        scope.api::<Slim<PodDisruptionBudget>>(),
+        scope.api::<Slim<Compact<PodDisruptionBudget>>>(),
         managed.clone(),
         Keep::all(),
         ignore,
@@ -602,7 +598,7 @@ async fn run_watches(
     // Download Jobs may have several owners (services sharing a download), none
     // a controller: every owner hears of the Job.
     let (jobs, job_events) = cached_watch(
-        scope.api::<Slim<Job>>(),
+        scope.api::<Slim<Compact<Job>>>(),
         managed.clone(),
         Keep::all(),
         ignore,

@@ -8,6 +8,7 @@
 pub mod apply;
 pub mod autoscaling;
 pub mod build;
+pub mod compact;
 pub mod conditions;
 pub mod context;
 pub mod controller;
@@ -29,6 +30,7 @@ pub mod prometheus;
 pub mod rbac;
 pub mod read;
 pub mod reconcile;
+pub mod recorder;
 pub mod route;
 pub mod seen;
 pub mod slim;

@@ -186,7 +186,7 @@ pub const CLUSTER_RULES: &[Rule] = &[
         resources: &["events"],
         verbs: &["create", "patch"],
         scope: Scope::Namespaced,
-        why: "events (kube's Recorder creates them and patches a repeated one's series)",
+        why: "events (the recorder creates them and patches a repeated one's series)",
     },
 ];
 

@@ -20,7 +20,7 @@ use vllmservice_api::{VLLMService, Valid};
 
 use crate::{
     build::{self, CONTAINER_NAME, SHM_DEFAULT_SIZE, download},
-    context::{Cache, Context, LogOutcome, LogPurpose, cached},
+    context::{Cache, Context, LogOutcome, LogPurpose, cached, expanded},
     enginelog::{self, Ended, Facts},
     error::{Error, Result},
     hflog, names,
@@ -36,7 +36,7 @@ pub fn gather(vs: &VLLMService, ctx: &Context) -> Result<Seen> {
     let storage = match &vs.spec.storage.pvc_name {
         None => Storage::Image,
         Some(claim) => {
-            let pvc = cached(caches.pvcs.store()?, &ns, claim);
+            let pvc = expanded(caches.pvcs.store()?, &ns, claim)?;
             match pvc.and_then(|p| p.status).and_then(|s| s.phase) {
                 None => Storage::Missing,
                 Some(phase) if phase == "Bound" => Storage::Bound,
@@ -70,12 +70,12 @@ pub fn gather(vs: &VLLMService, ctx: &Context) -> Result<Seen> {
     };
     Ok(Seen {
         apis: ctx.apis,
-        deployment: child(Some(&caches.deployments), &ns, &name)?,
-        service: child(Some(&caches.services), &ns, &name)?,
+        deployment: expanded(caches.deployments.store()?, &ns, &name)?,
+        service: expanded(caches.services.store()?, &ns, &name)?,
         route: child(caches.routes.as_ref(), &ns, &name)?,
         monitor: child(caches.monitors.as_ref(), &ns, &name)?,
         rule: child(caches.rules.as_ref(), &ns, &name)?,
-        pdb: child(Some(&caches.pdbs), &ns, &name)?,
+        pdb: expanded(caches.pdbs.store()?, &ns, &name)?,
         scaled_object: child(caches.scaled_objects.as_ref(), &ns, &name)?,
         // Only a service that asks for autoscaling needs (the RBAC of) this cache.
         hpa: match &vs.spec.autoscaling {
@@ -113,10 +113,10 @@ pub async fn downloads(vs: &Valid<'_>, ctx: &Context) -> Result<(Vec<DownloadSee
         .state()
         .into_iter()
         .filter(|j| j.namespace().as_deref() == Some(ns.as_str()))
-        .filter(|j| download::is_download_job(j) && download::is_owned_by(j, vs))
+        .filter(|j| download::is_download_job(&**j) && download::is_owned_by(&**j, vs))
         .filter(|j| !wanted.iter().any(|w| w.name == j.name_any()))
-        .map(|j| (*j).clone())
-        .collect();
+        .map(|j| j.expand())
+        .collect::<Result<_, _>>()?;
     if wanted.is_empty() {
         return Ok((Vec::new(), stale));
     }
@@ -124,7 +124,7 @@ pub async fn downloads(vs: &Valid<'_>, ctx: &Context) -> Result<(Vec<DownloadSee
     let pod_store = ctx.caches.pods.store()?;
     let mut out = Vec::new();
     for w in wanted {
-        let job = cached(jobs, &ns, &w.name);
+        let job = expanded(jobs, &ns, &w.name)?;
         let state = match &job {
             None => DownloadState::NotStarted,
             Some(job) if job_condition(job, "Complete") => DownloadState::Complete,

@@ -548,7 +548,7 @@ enum Scenario {
     /// and the Service, the status, an event.
     Plain,
     /// Two spec changes (port, then replicas): children patched; the second
-    /// "updated" event of the Deployment repeats, so the Recorder patches its series.
+    /// "updated" event of the Deployment repeats, so the recorder patches its series.
     Changes,
     /// A same-named Deployment and Service exist that are not ours: create
     /// answers AlreadyExists, the operator reads them and reports ResourceConflict.

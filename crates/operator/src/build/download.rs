@@ -294,13 +294,13 @@ fn download(
 }
 
 /// Whether `job` has `vs` among its owners.
-pub fn is_owned_by(job: &Job, vs: &VLLMService) -> bool {
+pub fn is_owned_by<K: Resource>(job: &K, vs: &VLLMService) -> bool {
     let uid = vs.meta().uid.as_deref().unwrap_or_default();
     job.owner_references().iter().any(|r| r.uid == uid)
 }
 
 /// Whether `job` is one of this operator's download Jobs.
-pub fn is_download_job(job: &Job) -> bool {
+pub fn is_download_job<K: Resource>(job: &K) -> bool {
     job.labels().get(names::NAME_LABEL).map(String::as_str) == Some(NAME_VALUE)
         && job
             .labels()
