@@ -13,7 +13,7 @@
 //! The metadata stays parsed because the watch machinery (the reflector's
 //! keys, owner references, labels) reads it from every object.
 
-use std::{borrow::Cow, fmt, marker::PhantomData};
+use std::{borrow::Cow, collections::BTreeMap, fmt, marker::PhantomData};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
@@ -50,6 +50,36 @@ impl<K: Resource<DynamicType = ()> + DeserializeOwned> Compact<K> {
         *object.meta_mut() = self.metadata.clone();
         Ok(object)
     }
+}
+
+impl<K> Compact<K> {
+    /// Drops the top-level `field` (e.g. a Pod's `spec`, which no reconcile
+    /// reads) from what is held. Kept whole if its text is not a plain map.
+    pub fn without(&mut self, field: &str) {
+        let Ok(fields) = serde_json::from_str::<BTreeMap<&str, &RawValue>>(&self.rest) else {
+            return;
+        };
+        if !fields.contains_key(field) {
+            return;
+        }
+        let mut rest = String::with_capacity(self.rest.len());
+        rest.push('{');
+        for (key, value) in fields.into_iter().filter(|(k, _)| *k != field) {
+            if rest.len() > 1 {
+                rest.push(',');
+            }
+            push_field(&mut rest, key, value);
+        }
+        rest.push('}');
+        self.rest = rest.into_boxed_str();
+    }
+}
+
+/// Appends `"key":value` to a JSON object's text.
+fn push_field(rest: &mut String, key: &str, value: &RawValue) {
+    rest.push_str(&serde_json::to_string(key).expect("a string serializes"));
+    rest.push(':');
+    rest.push_str(value.get());
 }
 
 /// A cached object whose fields do not parse as its kind's.
@@ -134,9 +164,7 @@ impl<'de, K> Visitor<'de> for CompactVisitor<K> {
                     if rest.len() > 1 {
                         rest.push(',');
                     }
-                    rest.push_str(&serde_json::to_string(field).map_err(de::Error::custom)?);
-                    rest.push(':');
-                    rest.push_str(value.get());
+                    push_field(&mut rest, field, &value);
                 }
             }
         }
@@ -153,7 +181,10 @@ impl<'de, K> Visitor<'de> for CompactVisitor<K> {
 mod tests {
     use super::*;
     use crate::slim::Slim;
-    use k8s_openapi::api::{apps::v1::Deployment, core::v1::Service};
+    use k8s_openapi::api::{
+        apps::v1::Deployment,
+        core::v1::{Pod, Service},
+    };
     use serde_json::json;
 
     fn deployment() -> serde_json::Value {
@@ -216,6 +247,19 @@ mod tests {
         assert_eq!(&*compact.rest, r#"{"spec":{"ports":[{"port":8000}]}}"#);
         let svc = compact.expand().unwrap();
         assert_eq!(svc.spec.unwrap().ports.unwrap()[0].port, 8000);
+    }
+
+    #[test]
+    fn a_dropped_field_is_gone_and_the_others_stay() {
+        let text = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"nodeName":"n1"},"status":{"phase":"Running"}}"#;
+        let mut compact: Compact<Pod> = serde_json::from_str(text).unwrap();
+        compact.without("spec");
+        assert_eq!(&*compact.rest, r#"{"status":{"phase":"Running"}}"#);
+        let pod = compact.expand().unwrap();
+        assert!(pod.spec.is_none());
+        assert_eq!(pod.status.unwrap().phase.as_deref(), Some("Running"));
+        compact.without("spec");
+        assert_eq!(&*compact.rest, r#"{"status":{"phase":"Running"}}"#);
     }
 
     #[test]

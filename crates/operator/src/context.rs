@@ -78,7 +78,7 @@ struct Written {
 pub struct Caches {
     pub deployments: Cache<Compact<Deployment>>,
     pub services: Cache<Compact<Service>>,
-    pub pods: Cache<Pod>,
+    pub pods: Cache<Compact<Pod>>,
     /// The pods of each VLLMService, by namespace and instance label.
     pub pod_index: PodIndex,
     /// What was read from each pod's vLLM log, so that a container instance's log is
@@ -276,7 +276,7 @@ pub struct NameIndex<K> {
 }
 
 /// The pods of each VLLMService, by namespace and the pods' instance label.
-pub type PodIndex = NameIndex<Pod>;
+pub type PodIndex = NameIndex<Compact<Pod>>;
 
 #[derive(Default)]
 struct IndexState {
@@ -468,10 +468,17 @@ impl Placement {
     }
 
     /// Applies one event of the watch of all running pods.
-    pub fn saw_pod(&self, event: &Result<watcher::Event<Pod>, watcher::Error>) {
+    pub fn saw_pod(&self, event: &Result<watcher::Event<Compact<Pod>>, watcher::Error>) {
         let Ok(event) = event else { return };
         let mut s = self.0.write().expect("placement lock");
-        let key = |p: &Pod| (p.namespace().unwrap_or_default(), p.name_any());
+        let key = |p: &Compact<Pod>| (p.namespace().unwrap_or_default(), p.name_any());
+        let holding = |p: &Compact<Pod>| match p.expand() {
+            Ok(pod) => holding(&pod),
+            Err(e) => {
+                tracing::warn!(error = %e, "a pod left out of the GPU count");
+                None
+            }
+        };
         match event {
             watcher::Event::Apply(p) => {
                 let held = holding(p).map(|(_, h)| h);
@@ -559,19 +566,19 @@ struct LogsState {
 
 impl PodLogs {
     /// Applies one event of the pod watch: forgets deleted pods.
-    pub fn saw(&self, event: &Result<watcher::Event<Pod>, watcher::Error>) {
+    pub fn saw<K: Resource>(&self, event: &Result<watcher::Event<K>, watcher::Error>) {
         let Ok(event) = event else { return };
         let mut s = self.0.lock().expect("pod logs lock");
         match event {
             watcher::Event::Delete(pod) => {
-                if let Some(uid) = &pod.metadata.uid {
+                if let Some(uid) = &pod.meta().uid {
                     s.by_pod.remove(uid);
                 }
             }
             watcher::Event::Init => s.relisting = Some(BTreeSet::new()),
             watcher::Event::InitApply(pod) => {
                 let seen = relist(&mut s.relisting);
-                if let Some(uid) = &pod.metadata.uid {
+                if let Some(uid) = &pod.meta().uid {
                     seen.insert(uid.clone());
                 }
             }
@@ -716,15 +723,13 @@ mod tests {
         assert_eq!(backoff(u32::MAX), Duration::from_secs(256));
     }
 
-    fn pod(ns: &str, name: &str, instance: Option<&str>) -> Pod {
+    fn pod(ns: &str, name: &str, instance: Option<&str>) -> Compact<Pod> {
         let mut labels = json!({});
         if let Some(i) = instance {
             labels = json!({names::NAME_LABEL: names::NAME_VALUE, names::INSTANCE_LABEL: i});
         }
-        serde_json::from_value(
-            json!({"metadata": {"name": name, "namespace": ns, "labels": labels}}),
-        )
-        .unwrap()
+        let pod = json!({"metadata": {"name": name, "namespace": ns, "labels": labels}});
+        serde_json::from_str(&pod.to_string()).unwrap()
     }
 
     #[test]
@@ -764,6 +769,17 @@ mod tests {
         assert!(holding(&gpu_pod("Pending")).is_some());
         assert!(holding(&gpu_pod("Succeeded")).is_none());
         assert!(holding(&gpu_pod("Failed")).is_none());
+        // The watch hands the count pods as cached (compact): their spec is read.
+        let compact = |phase| -> Compact<Pod> {
+            serde_json::from_str(&serde_json::to_string(&gpu_pod(phase)).unwrap()).unwrap()
+        };
+        let placement = Placement::default();
+        placement.saw_pod(&Ok(watcher::Event::InitApply(compact("Running"))));
+        placement.saw_pod(&Ok(watcher::Event::InitDone));
+        let held = |p: &Placement| p.0.read().unwrap().used.get("n1").cloned();
+        assert_eq!(held(&placement).unwrap()["nvidia.com/gpu"], 1);
+        placement.saw_pod(&Ok(watcher::Event::Apply(compact("Succeeded"))));
+        assert_eq!(held(&placement), None);
     }
 
     #[test]

@@ -468,8 +468,8 @@ fn is_managed<K: Resource>(obj: &K) -> bool {
 fn ignore<K>(_: &Result<watcher::Event<K>, watcher::Error>) {}
 
 /// Pods: the reconcile reads only their metadata and status.
-fn slim_pod(pod: &mut Pod) {
-    pod.spec = None;
+fn slim_pod(pod: &mut Compact<Pod>) {
+    pod.without("spec");
 }
 
 /// HPAs: the status reads only their conditions (KEDA copies the ScaledObject's
@@ -558,8 +558,8 @@ async fn run_watches(
     let (pods, pod_events) = {
         let (index, logs, counted) = (pod_index.clone(), pod_logs.clone(), placement.clone());
         let (api, selected) = match &placement {
-            Some(_) => (Api::<Slim<Pod>>::all(client.clone()), config()),
-            None => (scope.api::<Slim<Pod>>(), managed.clone()),
+            Some(_) => (Api::<Slim<Compact<Pod>>>::all(client.clone()), config()),
+            None => (scope.api::<Slim<Compact<Pod>>>(), managed.clone()),
         };
         cached_watch(
             api,

@@ -49,8 +49,8 @@ pub fn gather(vs: &VLLMService, ctx: &Context) -> Result<Seen> {
         .pod_index
         .pods_of(&ns, &name)
         .iter()
-        .filter_map(|p| cached(pod_store, &ns, p))
-        .collect();
+        .filter_map(|p| expanded(pod_store, &ns, p).transpose())
+        .collect::<Result<_, _>>()?;
     let gateway = match (&vs.spec.gateway_ref, &caches.gateways) {
         (Some(r), Some(gateways)) => {
             let target = Target::of(vs, r);
@@ -134,8 +134,8 @@ pub async fn downloads(vs: &Valid<'_>, ctx: &Context) -> Result<(Vec<DownloadSee
                     .into_iter()
                     .filter(|p| p.namespace().as_deref() == Some(ns.as_str()))
                     .filter(|p| p.labels().get(JOB_NAME_LABEL) == Some(&w.name))
-                    .map(|p| (*p).clone())
-                    .collect();
+                    .map(|p| p.expand())
+                    .collect::<Result<_, _>>()?;
                 // Newest first.
                 pods.sort_by(|a, b| {
                     (&b.metadata.creation_timestamp, &b.metadata.name)
