@@ -20,6 +20,7 @@ use k8s_openapi::api::{
     policy::v1::PodDisruptionBudget,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{
     Api, Client, Resource, ResourceExt,
     core::{DeserializeGuard, PartialObjectMeta, PartialObjectMetaExt},
@@ -401,15 +402,25 @@ impl<K> Keep<K> {
     }
 }
 
-/// What the controller needs of a changed child: its metadata (owner
-/// references, labels, name), not its spec or status.
+/// What the controller needs of a changed child to find its VLLMService:
+/// its name, namespace, owner references and labels; not its spec, status,
+/// annotations or managed fields. (The queue holds every child of the first
+/// lists until the controller starts.)
 fn meta_only<K: Resource<DynamicType = ()>>(obj: K) -> PartialObjectMeta<K> {
     let mut obj = obj;
-    std::mem::take(obj.meta_mut()).into_response_partial::<K>()
+    let meta = std::mem::take(obj.meta_mut());
+    ObjectMeta {
+        name: meta.name,
+        namespace: meta.namespace,
+        labels: meta.labels,
+        owner_references: meta.owner_references,
+        ..ObjectMeta::default()
+    }
+    .into_response_partial::<K>()
 }
 
 /// Keeps of `managedFields` only each entry's manager and operation.
-fn slim_managed_fields(meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) {
+fn slim_managed_fields(meta: &mut ObjectMeta) {
     if let Some(entries) = meta.managed_fields.as_mut() {
         for m in entries.iter_mut() {
             m.fields_v1 = None;
@@ -901,6 +912,27 @@ fn error_policy(obj: Arc<DeserializeGuard<VLLMService>>, err: &Error, ctx: Arc<C
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_trigger_keeps_what_finds_the_owner_and_nothing_else() {
+        let d: Deployment = serde_json::from_value(json!({
+            "metadata": {"name": "d", "namespace": "ns", "uid": "u", "resourceVersion": "5",
+                "labels": {"a": "b"}, "annotations": {"big": "x"},
+                "ownerReferences": [{"apiVersion": "aiinfra.example.com/v1alpha1",
+                    "kind": "VLLMService", "name": "qwen", "uid": "o", "controller": true}],
+                "managedFields": [{"manager": "m", "operation": "Apply"}]},
+            "spec": {"replicas": 3, "selector": {}, "template": {}}
+        }))
+        .unwrap();
+        let t = meta_only(d);
+        assert_eq!(t.metadata.name.as_deref(), Some("d"));
+        assert_eq!(t.metadata.namespace.as_deref(), Some("ns"));
+        assert_eq!(t.metadata.labels.unwrap()["a"], "b");
+        assert_eq!(t.metadata.owner_references.unwrap()[0].name, "qwen");
+        assert!(t.metadata.annotations.is_none());
+        assert!(t.metadata.managed_fields.is_none());
+        assert!(t.metadata.resource_version.is_none());
+    }
 
     fn pod(name: &str, managed: bool) -> Pod {
         let labels = if managed {
