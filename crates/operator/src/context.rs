@@ -18,7 +18,6 @@ use k8s_openapi::api::{
 };
 use kube::{
     Client, Resource, ResourceExt,
-    core::DeserializeGuard,
     runtime::{
         events::Reporter,
         reflector::{ObjectRef, Store},
@@ -48,7 +47,7 @@ pub struct Context {
     /// The namespace the controller watches (None: all).
     pub namespace: Option<String>,
     /// The controller's cache of VLLMServices.
-    pub services: Store<DeserializeGuard<VLLMService>>,
+    pub services: Store<Compact<VLLMService>>,
     /// The controller's caches of children and of the objects they depend on.
     pub caches: Caches,
     pub metrics: Arc<Metrics>,
@@ -57,9 +56,9 @@ pub struct Context {
     /// Where KEDA queries Prometheus unless a spec says otherwise.
     pub prometheus_address: String,
     /// Consecutive failures per object, for exponential backoff.
-    failures: Mutex<HashMap<ObjectRef<DeserializeGuard<VLLMService>>, u32>>,
+    failures: Mutex<HashMap<ObjectRef<Compact<VLLMService>>, u32>>,
     /// The last status this operator wrote per VLLMService, until the watch shows it.
-    written: Mutex<HashMap<ObjectRef<DeserializeGuard<VLLMService>>, Written>>,
+    written: Mutex<HashMap<ObjectRef<Compact<VLLMService>>, Written>>,
 }
 
 /// A status write the cache may not have seen yet.
@@ -72,8 +71,8 @@ struct Written {
 
 /// The controller's caches. Children are label-selected
 /// (`app.kubernetes.io/managed-by`) and held [`Compact`] (parsed when read),
-/// Pods and PVCs keep only metadata and status; `managedFields` keep only
-/// who manages an object, not which fields.
+/// Pods without their spec; `managedFields` keep only who manages an object,
+/// not which fields.
 #[derive(Clone)]
 pub struct Caches {
     pub deployments: Cache<Compact<Deployment>>,
@@ -629,7 +628,7 @@ impl Context {
         prometheus_address: String,
         namespace: Option<String>,
         apis: Apis,
-        services: Store<DeserializeGuard<VLLMService>>,
+        services: Store<Compact<VLLMService>>,
         caches: Caches,
     ) -> Self {
         let recorder = Recorder::new(client.clone(), reporter);
@@ -692,14 +691,14 @@ impl Context {
     }
 
     /// Counts a failed reconcile of `obj`; returns how many in a row.
-    pub fn failed(&self, obj: ObjectRef<DeserializeGuard<VLLMService>>) -> u32 {
+    pub fn failed(&self, obj: ObjectRef<Compact<VLLMService>>) -> u32 {
         let mut f = self.failures.lock().expect("failures lock");
         let n = f.entry(obj).or_default();
         *n = n.saturating_add(1);
         *n
     }
 
-    pub fn succeeded(&self, obj: &ObjectRef<DeserializeGuard<VLLMService>>) {
+    pub fn succeeded(&self, obj: &ObjectRef<Compact<VLLMService>>) {
         self.failures.lock().expect("failures lock").remove(obj);
     }
 }

@@ -23,7 +23,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{
     Api, Client, Resource, ResourceExt,
-    core::{DeserializeGuard, PartialObjectMeta, PartialObjectMetaExt},
+    core::{PartialObjectMeta, PartialObjectMetaExt},
     runtime::{
         Controller, WatchStreamExt,
         controller::{self, Action},
@@ -522,14 +522,12 @@ async fn run_watches(
     // own status writes do not come back as work. A status edited by someone
     // else is corrected at the next child event or resync.
     // Which services mount each claim, for the PVC watch.
-    let claims: NameIndex<DeserializeGuard<VLLMService>> = NameIndex::new(|g| {
-        let vs = g.0.as_ref().ok()?;
-        vs.spec.storage.pvc_name.clone()
-    });
+    let claims: NameIndex<Compact<VLLMService>> =
+        NameIndex::new(|c| c.expand().ok()?.spec.storage.pvc_name);
     let (vllm_cache, vllm_services) = {
         let claims = claims.clone();
         cached_watch(
-            scope.api::<Slim<DeserializeGuard<VLLMService>>>(),
+            scope.api::<Slim<Compact<VLLMService>>>(),
             config().any_semantic(),
             Keep::all(),
             move |e| claims.saw(e),
@@ -635,7 +633,7 @@ async fn run_watches(
             job.owner_references()
                 .iter()
                 .filter(|r| r.kind == "VLLMService")
-                .map(|r| ObjectRef::<DeserializeGuard<VLLMService>>::new(&r.name).within(&ns))
+                .map(|r| ObjectRef::<Compact<VLLMService>>::new(&r.name).within(&ns))
                 .collect::<Vec<_>>()
         })
         .watches_stream(hpa_events, |hpa| {
@@ -821,24 +819,24 @@ fn name_of<K: Resource>(obj: &K) -> &String {
 /// The VLLMServices in the cache that `uses` says depend on `obj` (a PVC or a
 /// Gateway), to reconcile when it changes.
 fn services_referencing<K: Resource>(
-    store: &Store<DeserializeGuard<VLLMService>>,
+    store: &Store<Compact<VLLMService>>,
     obj: &K,
     uses: impl Fn(&VLLMService) -> bool,
-) -> Vec<ObjectRef<DeserializeGuard<VLLMService>>> {
+) -> Vec<ObjectRef<Compact<VLLMService>>> {
     if obj.meta().namespace.is_none() {
         return vec![];
     }
     store
         .state()
         .iter()
-        .filter_map(|g| g.0.as_ref().ok())
+        .filter_map(|c| c.expand().ok())
         .filter(|vs| uses(vs))
         .map(|vs| ObjectRef::new(&vs.name_any()).within(&vs.namespace().unwrap_or_default()))
         .collect()
 }
 
 async fn reconcile_guarded(
-    obj: Arc<DeserializeGuard<VLLMService>>,
+    obj: Arc<Compact<VLLMService>>,
     ctx: Arc<Context>,
 ) -> Result<Action, Error> {
     let started = Instant::now();
@@ -870,7 +868,7 @@ async fn reconcile_guarded(
     result
 }
 
-fn error_policy(obj: Arc<DeserializeGuard<VLLMService>>, err: &Error, ctx: Arc<Context>) -> Action {
+fn error_policy(obj: Arc<Compact<VLLMService>>, err: &Error, ctx: Arc<Context>) -> Action {
     let category = err.category().as_str();
     ctx.metrics
         .reconcile_errors
@@ -890,8 +888,8 @@ fn error_policy(obj: Arc<DeserializeGuard<VLLMService>>, err: &Error, ctx: Arc<C
         "reconcile failed"
     );
     // One event when an object starts failing, not one per retry.
-    if let (1, Ok(vs)) = (failures, &obj.0) {
-        let (vs, ctx) = (vs.clone(), ctx.clone());
+    if let (1, Ok(vs)) = (failures, obj.expand()) {
+        let ctx = ctx.clone();
         let note = format!("reconcile failed ({category}), retrying with backoff: {err}");
         tokio::spawn(async move {
             events::publish(

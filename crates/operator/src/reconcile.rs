@@ -4,12 +4,12 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::events::EventType;
 use kube::{
     Api, Resource, ResourceExt,
     api::{ApiResource, DynamicObject, Patch, PatchParams},
-    core::DeserializeGuard,
     runtime::controller::Action,
 };
 use serde_json::json;
@@ -18,6 +18,7 @@ use vllmservice_api::{VLLMService, VLLMServiceStatus};
 use crate::{
     apply::{self, FIELD_MANAGER},
     build,
+    compact::{Compact, Unparsable},
     context::Context,
     cputime::ThreadCpu,
     error::{Error, Result},
@@ -27,11 +28,12 @@ use crate::{
     status,
 };
 
-pub async fn reconcile(obj: &DeserializeGuard<VLLMService>, ctx: &Context) -> Result<Action> {
-    let vs = match &obj.0 {
+pub async fn reconcile(obj: &Compact<VLLMService>, ctx: &Context) -> Result<Action> {
+    let parsed = obj.expand();
+    let vs = match &parsed {
         Ok(vs) => ctx.latest(vs),
-        Err(invalid) => {
-            report_unreadable(invalid, ctx).await?;
+        Err(unparsable) => {
+            report_unreadable(obj.meta(), unparsable, ctx).await?;
             return Ok(Action::await_change());
         }
     };
@@ -110,11 +112,7 @@ fn requeue(resolution: &Resolution, recheck: Option<Duration>, resync: Duration)
 
 /// An object stored in a shape our types cannot read (validation bypassed or an
 /// older schema): reported as InvalidSpec in status; a change of the object retries.
-async fn report_unreadable(
-    invalid: &kube::core::error_boundary::InvalidObject,
-    ctx: &Context,
-) -> Result<()> {
-    let meta = &invalid.metadata;
+async fn report_unreadable(meta: &ObjectMeta, invalid: &Unparsable, ctx: &Context) -> Result<()> {
     let ns = meta.namespace.clone().unwrap_or_default();
     let name = meta.name.clone().unwrap_or_default();
     let raw: Api<DynamicObject> = Api::namespaced_with(
@@ -132,7 +130,7 @@ async fn report_unreadable(
         .and_then(|s| serde_json::from_value::<VLLMServiceStatus>(s.clone()).ok());
     let message = format!(
         "the object cannot be read as a VLLMService: {}",
-        invalid.error
+        invalid.source
     );
     let generation = meta.generation.unwrap_or_default();
     let next = status::invalid(
