@@ -223,6 +223,7 @@ fn helm_template_renders_the_values() {
     let args = container.args.clone().unwrap();
     assert!(args.contains(&"--leader-election-namespace=$(POD_NAMESPACE)".to_string()));
     assert!(args.contains(&"--log-format=json".to_string()));
+    assert!(!args.contains(&"--streaming-lists".to_string()));
     assert!(args.contains(&format!(
         "--prometheus-address={}",
         vllmservice_controller::build::DEFAULT_PROMETHEUS_ADDRESS
@@ -246,6 +247,8 @@ fn helm_template_renders_the_values() {
         "resources.limits.memory=1Gi",
         "--set",
         "prometheusAddress=https://prom.example.com",
+        "--set",
+        "streamingLists=true",
     ]);
     let k = kinds(&custom);
     assert!(!k.contains(&"Role".to_string()), "no lease Role: {k:?}");
@@ -258,6 +261,7 @@ fn helm_template_renders_the_values() {
     assert_eq!(container.image_pull_policy.as_deref(), Some("Always"));
     let args = container.args.clone().unwrap();
     assert!(!args.iter().any(|a| a.starts_with("--leader-election")));
+    assert!(args.contains(&"--streaming-lists".to_string()), "{args:?}");
     assert!(args.contains(&"--log-format=human".to_string()));
     assert!(args.contains(&"--metrics-addr=0.0.0.0:9090".to_string()));
     assert!(args.contains(&"--prometheus-address=https://prom.example.com".to_string()));
