@@ -28,8 +28,10 @@ use crate::slim::Key;
 /// A `K` held as its parsed metadata and the JSON text of its other fields.
 pub struct Compact<K> {
     metadata: ObjectMeta,
-    /// A JSON object with every top-level field but `metadata`, `apiVersion`
-    /// and `kind` (in practice `spec` and `status`), as the API server sent them.
+    /// A JSON object with every top-level field but `apiVersion` and `kind`
+    /// (in practice `spec` and `status`), as the API server sent them, and an
+    /// empty `metadata` (types derived by kube require one; [`Compact::expand`]
+    /// puts the parsed one in its place).
     rest: Box<str>,
     kind: PhantomData<fn() -> K>,
 }
@@ -74,6 +76,9 @@ impl<K> Compact<K> {
         self.rest = rest.into_boxed_str();
     }
 }
+
+/// How every held text starts: an empty `metadata`, for the types that require one.
+const NO_METADATA: &str = r#"{"metadata":{}"#;
 
 /// Appends `"key":value` to a JSON object's text.
 fn push_field(rest: &mut String, key: &str, value: &RawValue) {
@@ -151,7 +156,7 @@ impl<'de, K> Visitor<'de> for CompactVisitor<K> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut metadata = None;
-        let mut rest = String::from("{");
+        let mut rest = String::from(NO_METADATA);
         while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
             match key.as_ref() {
                 "metadata" => metadata = Some(map.next_value::<ObjectMeta>()?),
@@ -161,9 +166,7 @@ impl<'de, K> Visitor<'de> for CompactVisitor<K> {
                 field => {
                     // Needs serde_json's own deserializer (kube parses with it).
                     let value: Box<RawValue> = map.next_value()?;
-                    if rest.len() > 1 {
-                        rest.push(',');
-                    }
+                    rest.push(',');
                     push_field(&mut rest, field, &value);
                 }
             }
@@ -186,6 +189,7 @@ mod tests {
         core::v1::{Pod, Service},
     };
     use serde_json::json;
+    use vllmservice_api::VLLMService;
 
     fn deployment() -> serde_json::Value {
         json!({
@@ -244,9 +248,32 @@ mod tests {
             r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"s"},"spec":{"ports":[{"port":8000}]}}"#,
         )
         .unwrap();
-        assert_eq!(&*compact.rest, r#"{"spec":{"ports":[{"port":8000}]}}"#);
+        assert_eq!(
+            &*compact.rest,
+            r#"{"metadata":{},"spec":{"ports":[{"port":8000}]}}"#
+        );
         let svc = compact.expand().unwrap();
         assert_eq!(svc.spec.unwrap().ports.unwrap()[0].port, 8000);
+    }
+
+    /// kube's derived types (the VLLMService) require a `metadata`.
+    #[test]
+    fn a_vllmservice_expands_with_its_metadata_spec_and_status() {
+        let text = json!({
+            "apiVersion": "aiinfra.example.com/v1alpha1", "kind": "VLLMService",
+            "metadata": {"name": "qwen", "namespace": "ns", "uid": "u", "generation": 2},
+            "spec": {"image": "vllm/vllm-openai:latest", "modelPath": "/m", "modelName": "m",
+                     "storage": {"pvcName": "p", "mountPath": "/data"}},
+            "status": {"phase": "Running"},
+        })
+        .to_string();
+        let compact: Slim<Compact<VLLMService>> = serde_json::from_str(&text).unwrap();
+        let whole: VLLMService = serde_json::from_str(&text).unwrap();
+        let vs = compact.0.expand().unwrap();
+        assert_eq!(vs.metadata, whole.metadata);
+        assert_eq!(vs.spec.storage.pvc_name.as_deref(), Some("p"));
+        assert_eq!(vs.status, whole.status);
+        assert!(vs.status.is_some());
     }
 
     #[test]
@@ -254,12 +281,18 @@ mod tests {
         let text = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"nodeName":"n1"},"status":{"phase":"Running"}}"#;
         let mut compact: Compact<Pod> = serde_json::from_str(text).unwrap();
         compact.without("spec");
-        assert_eq!(&*compact.rest, r#"{"status":{"phase":"Running"}}"#);
+        assert_eq!(
+            &*compact.rest,
+            r#"{"metadata":{},"status":{"phase":"Running"}}"#
+        );
         let pod = compact.expand().unwrap();
         assert!(pod.spec.is_none());
         assert_eq!(pod.status.unwrap().phase.as_deref(), Some("Running"));
         compact.without("spec");
-        assert_eq!(&*compact.rest, r#"{"status":{"phase":"Running"}}"#);
+        assert_eq!(
+            &*compact.rest,
+            r#"{"metadata":{},"status":{"phase":"Running"}}"#
+        );
     }
 
     #[test]
