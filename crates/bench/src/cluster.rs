@@ -82,7 +82,19 @@ impl Cluster {
             Ok(())
         };
         kubectl(&["apply", "--server-side", "--force-conflicts"])?;
-        kubectl(&["wait", "--for=condition=Established", "--timeout=120s"])
+        // `kubectl wait` gives up at once instead of waiting when a CRD just
+        // created has no conditions yet (".status.conditions accessor error:
+        // <nil>"): ask again then, a bounded number of times.
+        let mut attempt = 1;
+        loop {
+            match kubectl(&["wait", "--for=condition=Established", "--timeout=120s"]) {
+                Err(e) if attempt < 20 && e.to_string().contains("accessor error") => {
+                    attempt += 1;
+                    std::thread::sleep(Duration::from_millis(250));
+                }
+                other => return other,
+            }
+        }
     }
 
     /// CPU seconds so far of each control-plane component (from its pids file).
