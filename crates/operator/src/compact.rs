@@ -1,14 +1,14 @@
-//! Children as the controller's caches keep them: their metadata, parsed, and
-//! the JSON text of everything else, parsed again when a reconcile reads one.
+//! Objects as the controller's caches keep them: their metadata, parsed, and
+//! the JSON text of everything else, parsed when a reconcile reads one.
 //!
 //! k8s-openapi's types keep every optional field inline (a `Container` is
 //! 2 KiB before any of its strings), so a parsed Deployment of ~2.7 KB of
 //! JSON takes ~17 KB of memory; held as [`Compact`] it takes its metadata
-//! and that text. The caches of Deployments, Services, PDBs, Jobs and PVCs
-//! hold most of the operator's memory at 1,000 services (BENCHMARKS.md), and
-//! a reconcile reads a handful of them, so parsing on read costs less CPU
-//! than parsing every watch event did: an event's spec and status are now
-//! only scanned and copied.
+//! and that text. The caches (VLLMServices, Deployments, Services, PDBs,
+//! Jobs, PVCs, Pods) held most of the operator's memory at 1,000 services
+//! (BENCHMARKS.md). A watch event's spec and status are only scanned and
+//! copied; the parse moves to the few objects a reconcile reads, which
+//! measured saves memory, not CPU.
 //!
 //! The metadata stays parsed because the watch machinery (the reflector's
 //! keys, owner references, labels) reads it from every object.
