@@ -763,6 +763,12 @@ fn kubectl_get(ns: &str, kind: &str, name: &str) -> Option<serde_json::Value> {
     serde_json::from_str(&text).ok()
 }
 
+/// How long a scenario waits for one of its objects: the every-verb test runs
+/// 16 variants (each its own controller) at once on two cores, where a child's
+/// first appearance took longer than `common::WAIT` in CI runs; within the
+/// variant's deadline (180 s).
+const STEP_WAIT: Duration = Duration::from_secs(150);
+
 async fn wait_object(
     ns: &str,
     kind: &str,
@@ -770,7 +776,7 @@ async fn wait_object(
     what: &str,
     check: impl Fn(Option<&serde_json::Value>) -> bool,
 ) {
-    testkit::wait_until(common::WAIT, what, || async {
+    testkit::wait_until(STEP_WAIT, what, || async {
         check(kubectl_get(ns, kind, name).as_ref()).then_some(())
     })
     .await;
