@@ -28,7 +28,7 @@ use crate::{
     context::Context,
     cputime::ThreadCpu,
     error::{Error, Result},
-    events,
+    events, lean,
     seen::Seen,
 };
 
@@ -462,11 +462,8 @@ where
         field_manager: Some(FIELD_MANAGER.into()),
         ..PatchParams::default()
     };
-    match api
-        .patch(&live.name_any(), &params, &Patch::<()>::Json(patch))
-        .await
-    {
-        Ok(patched) => Ok(Some(patched.resource_version().unwrap_or_default())),
+    match lean::patch_meta(api, &live.name_any(), &params, &Patch::<()>::Json(patch)).await {
+        Ok(patched) => Ok(Some(patched.resource_version.unwrap_or_default())),
         // A failed test (the object changed) or a conflict: read it again.
         Err(kube::Error::Api(e)) if e.code == 409 || e.code == 422 => Ok(None),
         Err(e) => Err(e),

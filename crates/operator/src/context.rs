@@ -13,9 +13,13 @@ use k8s_openapi::api::{
     apps::v1::Deployment,
     autoscaling::v2::HorizontalPodAutoscaler,
     batch::v1::Job,
-    core::v1::{Node, PersistentVolumeClaim, Pod, Service},
+    core::v1::{
+        Container, Node, PersistentVolumeClaim, Pod, PodSpec, PodStatus, ResourceRequirements,
+        Service,
+    },
     policy::v1::PodDisruptionBudget,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{
     Client, Resource, ResourceExt,
     runtime::{
@@ -24,7 +28,7 @@ use kube::{
         watcher,
     },
 };
-use serde::de::DeserializeOwned;
+use serde::{Deserialize, de::DeserializeOwned};
 use tokio::sync::watch;
 use vllmservice_api::{VLLMService, VLLMServiceStatus};
 
@@ -408,6 +412,63 @@ fn holding(pod: &Pod) -> Option<((String, String), (String, Amounts))> {
     (!demand.is_empty()).then_some((key, (node, demand)))
 }
 
+/// What the GPU count reads of a pod (its node, phase and containers'
+/// resources), parsed from the cached text without the rest of the spec: a
+/// whole Pod parse per pod event cost more than the rest of the event.
+#[derive(Deserialize)]
+struct PlacedPod {
+    spec: Option<PlacedSpec>,
+    status: Option<PlacedStatus>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PlacedSpec {
+    node_name: Option<String>,
+    #[serde(default)]
+    containers: Vec<PlacedContainer>,
+    init_containers: Option<Vec<PlacedContainer>>,
+}
+
+#[derive(Deserialize)]
+struct PlacedContainer {
+    resources: Option<ResourceRequirements>,
+}
+
+#[derive(Deserialize)]
+struct PlacedStatus {
+    phase: Option<String>,
+}
+
+impl PlacedPod {
+    /// A Pod with these fields (and `meta`), for [`holding`].
+    fn into_pod(self, meta: &ObjectMeta) -> Pod {
+        let container = |c: PlacedContainer| Container {
+            resources: c.resources,
+            ..Container::default()
+        };
+        Pod {
+            metadata: ObjectMeta {
+                name: meta.name.clone(),
+                namespace: meta.namespace.clone(),
+                ..ObjectMeta::default()
+            },
+            spec: self.spec.map(|s| PodSpec {
+                node_name: s.node_name,
+                containers: s.containers.into_iter().map(container).collect(),
+                init_containers: s
+                    .init_containers
+                    .map(|c| c.into_iter().map(container).collect()),
+                ..PodSpec::default()
+            }),
+            status: self.status.map(|s| PodStatus {
+                phase: s.phase,
+                ..PodStatus::default()
+            }),
+        }
+    }
+}
+
 fn sum_by_node(pods: &HashMap<(String, String), (String, Amounts)>) -> HashMap<String, Amounts> {
     let mut used: HashMap<String, Amounts> = HashMap::new();
     for (node, amounts) in pods.values() {
@@ -471,8 +532,8 @@ impl Placement {
         let Ok(event) = event else { return };
         let mut s = self.0.write().expect("placement lock");
         let key = |p: &Compact<Pod>| (p.namespace().unwrap_or_default(), p.name_any());
-        let holding = |p: &Compact<Pod>| match p.expand() {
-            Ok(pod) => holding(&pod),
+        let holding = |p: &Compact<Pod>| match p.project::<PlacedPod>() {
+            Ok(placed) => holding(&placed.into_pod(p.meta())),
             Err(e) => {
                 tracing::warn!(error = %e, "a pod left out of the GPU count");
                 None
@@ -507,9 +568,7 @@ impl Placement {
         if !(s.nodes_synced && s.pods_synced) {
             return None;
         }
-        placement::capacity(spec, s.nodes.values(), |node| {
-            s.used.get(node).cloned().unwrap_or_default()
-        })
+        placement::capacity(spec, s.nodes.values(), |node| s.used.get(node))
     }
 }
 
@@ -779,6 +838,34 @@ mod tests {
         assert_eq!(held(&placement).unwrap()["nvidia.com/gpu"], 1);
         placement.saw_pod(&Ok(watcher::Event::Apply(compact("Succeeded"))));
         assert_eq!(held(&placement), None);
+    }
+
+    #[test]
+    fn the_placement_view_of_a_pod_holds_what_the_whole_pod_holds() {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns", "labels": {"a": "b"}},
+            "spec": {"nodeName": "n1",
+                "containers": [
+                    {"name": "a", "image": "i", "args": ["--x"],
+                     "resources": {"limits": {"nvidia.com/gpu": "2", "cpu": "1"}}},
+                    {"name": "b", "resources": {"requests": {"example.com/fpga": "1"},
+                     "limits": {"example.com/fpga": "3"}}}],
+                "initContainers": [{"name": "i",
+                    "resources": {"requests": {"nvidia.com/gpu": "4"}}}],
+                "volumes": [{"name": "v", "emptyDir": {}}]},
+            "status": {"phase": "Running", "podIP": "198.18.0.9",
+                "conditions": [{"type": "Ready", "status": "True"}]}}))
+        .unwrap();
+        let compact: Compact<Pod> =
+            serde_json::from_str(&serde_json::to_string(&pod).unwrap()).unwrap();
+        let view = compact
+            .project::<PlacedPod>()
+            .unwrap()
+            .into_pod(compact.meta());
+        let whole = holding(&pod).unwrap();
+        assert_eq!(whole.1.1["nvidia.com/gpu"], 4);
+        assert_eq!(whole.1.1["example.com/fpga"], 1);
+        assert_eq!(holding(&view), Some(whole));
     }
 
     #[test]

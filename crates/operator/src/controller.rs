@@ -467,6 +467,26 @@ fn placement_watch(
     placement
 }
 
+/// The claim a VLLMService mounts (`spec.storage.pvcName`), read alone from
+/// its cached text: every VLLMService event (its status writes too) asks.
+fn claim_of(vs: &Compact<VLLMService>) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Claim {
+        spec: ClaimSpec,
+    }
+    #[derive(serde::Deserialize)]
+    struct ClaimSpec {
+        #[serde(default)]
+        storage: ClaimStorage,
+    }
+    #[derive(serde::Deserialize, Default)]
+    #[serde(rename_all = "camelCase")]
+    struct ClaimStorage {
+        pvc_name: Option<String>,
+    }
+    vs.project::<Claim>().ok()?.spec.storage.pvc_name
+}
+
 /// Objects this operator manages (its label), e.g. its pods among all pods.
 fn is_managed<K: Resource>(obj: &K) -> bool {
     obj.meta()
@@ -478,9 +498,17 @@ fn is_managed<K: Resource>(obj: &K) -> bool {
 
 fn ignore<K>(_: &Result<watcher::Event<K>, watcher::Error>) {}
 
-/// Pods: the reconcile reads only their metadata and status.
+/// Pods: the reconcile reads only their metadata and status, and never
+/// writes a pod, so who manages it does not matter either.
 fn slim_pod(pod: &mut Compact<Pod>) {
     pod.without("spec");
+    unmanaged(pod);
+}
+
+/// Objects the operator never applies (VLLMServices: only their status, which
+/// is applied without reading who manages it; PVCs): no `managedFields` at all.
+fn unmanaged<K: Resource>(obj: &mut K) {
+    obj.meta_mut().managed_fields = None;
 }
 
 /// HPAs: the status reads only their conditions (KEDA copies the ScaledObject's
@@ -522,14 +550,13 @@ async fn run_watches(
     // own status writes do not come back as work. A status edited by someone
     // else is corrected at the next child event or resync.
     // Which services mount each claim, for the PVC watch.
-    let claims: NameIndex<Compact<VLLMService>> =
-        NameIndex::new(|c| c.expand().ok()?.spec.storage.pvc_name);
+    let claims: NameIndex<Compact<VLLMService>> = NameIndex::new(claim_of);
     let (vllm_cache, vllm_services) = {
         let claims = claims.clone();
         cached_watch(
             scope.api::<Slim<Compact<VLLMService>>>(),
             config().any_semantic(),
-            Keep::all(),
+            Keep::slimmed(unmanaged),
             move |e| claims.saw(e),
             std::convert::identity,
             &mut tasks,
@@ -591,7 +618,7 @@ async fn run_watches(
     let (pvcs, pvc_events) = cached_watch(
         scope.api::<Slim<Compact<PersistentVolumeClaim>>>(),
         config(),
-        Keep::all(),
+        Keep::slimmed(unmanaged),
         ignore,
         meta_only,
         &mut tasks,
@@ -910,6 +937,34 @@ fn error_policy(obj: Arc<Compact<VLLMService>>, err: &Error, ctx: Arc<Context>) 
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_claim_of_a_service_is_its_pvc_name_as_the_whole_parse_reads_it() {
+        let vs = |storage: serde_json::Value| -> Compact<VLLMService> {
+            serde_json::from_value(json!({
+                "apiVersion": "aiinfra.example.com/v1alpha1", "kind": "VLLMService",
+                "metadata": {"name": "qwen", "namespace": "ns"},
+                "spec": {"image": "vllm/vllm-openai:v0.18.0", "modelPath": "/models/m",
+                    "modelName": "m", "storage": storage},
+                "status": {"phase": "Running"}}))
+            .unwrap()
+        };
+        let with = vs(json!({"pvcName": "models", "mountPath": "/models"}));
+        let whole = with.expand().expect("a VLLMService");
+        assert_eq!(whole.spec.storage.pvc_name.as_deref(), Some("models"));
+        assert_eq!(claim_of(&with).as_deref(), Some("models"));
+        let without = vs(json!({"mountPath": "/models"}));
+        assert!(
+            without
+                .expand()
+                .expect("a VLLMService")
+                .spec
+                .storage
+                .pvc_name
+                .is_none()
+        );
+        assert_eq!(claim_of(&without), None);
+    }
 
     #[test]
     fn a_trigger_keeps_what_finds_the_owner_and_nothing_else() {

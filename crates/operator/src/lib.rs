@@ -21,6 +21,7 @@ pub mod events;
 pub mod health;
 pub mod hflog;
 pub mod keda;
+pub mod lean;
 pub mod metrics;
 pub mod modelready;
 pub mod names;

@@ -168,7 +168,7 @@ impl Capacity {
 pub fn capacity<'a>(
     spec: &VLLMServiceSpec,
     nodes: impl IntoIterator<Item = &'a NodeFacts>,
-    used: impl Fn(&str) -> Amounts,
+    used: impl Fn(&str) -> Option<&'a Amounts>,
 ) -> Option<Capacity> {
     let per_pod = spec_demand(spec);
     if per_pod.is_empty() {
@@ -185,10 +185,11 @@ pub fn capacity<'a>(
         let used = used(&node.name);
         let mut fit = i64::MAX;
         for (name, need) in &per_pod {
-            let free = (node.allocatable.get(name).copied().unwrap_or(0)
-                - used.get(name).copied().unwrap_or(0))
-            .max(0);
-            *out.free.entry(name.clone()).or_default() += free;
+            let held = used.and_then(|u| u.get(name)).copied().unwrap_or(0);
+            let free = (node.allocatable.get(name).copied().unwrap_or(0) - held).max(0);
+            if let Some(total) = out.free.get_mut(name) {
+                *total += free;
+            }
             fit = fit.min(free / need);
         }
         out.pods_that_fit += fit;
@@ -310,10 +311,15 @@ mod tests {
             gpu_node("b", "8", json!({"pool": "gpu"})),
             gpu_node("c", "8", json!({"pool": "cpu"})),
         ];
+        let (two, seven, eight) = (
+            Amounts::from([("nvidia.com/gpu".into(), 2)]),
+            Amounts::from([("nvidia.com/gpu".into(), 7)]),
+            Amounts::from([("nvidia.com/gpu".into(), 8)]),
+        );
         let used = |n: &str| match n {
-            "a" => Amounts::from([("nvidia.com/gpu".into(), 2)]),
-            "b" => Amounts::from([("nvidia.com/gpu".into(), 7)]),
-            _ => Amounts::new(),
+            "a" => Some(&two),
+            "b" => Some(&seven),
+            _ => None,
         };
         let s = spec(json!({"nodeSelector": {"pool": "gpu"}}));
         let c = capacity(&s, &nodes, used).unwrap();
@@ -321,10 +327,7 @@ mod tests {
         assert_eq!(c.free["nvidia.com/gpu"], 1);
         assert_eq!(c.pods_that_fit, 1);
         assert!(c.fits(1) && !c.fits(2));
-        let full = capacity(&s, &nodes, |_| {
-            Amounts::from([("nvidia.com/gpu".into(), 8)])
-        })
-        .unwrap();
+        let full = capacity(&s, &nodes, |_| Some(&eight)).unwrap();
         assert!(!full.fits(1));
         assert_eq!(
             full.describe(),
@@ -337,7 +340,7 @@ mod tests {
     fn a_pod_that_needs_two_gpus_does_not_fit_on_two_nodes_with_one_each() {
         let s = spec(json!({"resources": {"limits": {"nvidia.com/gpu": "2"}}}));
         let nodes = [gpu_node("a", "1", json!({})), gpu_node("b", "1", json!({}))];
-        let c = capacity(&s, &nodes, |_| Amounts::new()).unwrap();
+        let c = capacity(&s, &nodes, |_| None).unwrap();
         assert_eq!(c.free["nvidia.com/gpu"], 2);
         assert_eq!(c.pods_that_fit, 0);
     }
@@ -345,7 +348,7 @@ mod tests {
     #[test]
     fn no_extended_resource_means_no_capacity_question() {
         let s = spec(json!({"resources": {"limits": {"memory": "1Gi"}}}));
-        assert_eq!(capacity(&s, &[], |_| Amounts::new()), None);
+        assert_eq!(capacity(&s, &[], |_| None), None);
     }
 
     #[test]

@@ -22,7 +22,7 @@ use crate::{
     context::Context,
     cputime::ThreadCpu,
     error::{Error, Result},
-    events, read,
+    events, lean, read,
     route::Resolution,
     seen::DownloadState,
     status,
@@ -204,7 +204,7 @@ async fn patch_status_if_changed(
         "status": next,
     });
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    api.patch_status(name, &params, &Patch::Apply(body)).await?;
+    lean::patch_status(api, name, &params, &Patch::Apply(body)).await?;
     Ok(true)
 }
 

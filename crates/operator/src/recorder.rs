@@ -23,6 +23,8 @@ use kube::{
 };
 use serde_json::json;
 
+use crate::lean;
+
 /// How long a published event can be repeated as a series (kube's value).
 const SERIES_WINDOW: SignedDuration = SignedDuration::from_mins(6);
 
@@ -112,9 +114,9 @@ impl Recorder {
             }
             None => {
                 let event = self.event(ev, regarding, now);
-                let created = api.create(&PostParams::default(), &event).await?;
+                let created = lean::create_meta(&api, &PostParams::default(), &event).await?;
                 Series {
-                    name: created.metadata.name.unwrap_or_default(),
+                    name: created.name.unwrap_or_default(),
                     count: 1,
                     last: now,
                 }
