@@ -75,8 +75,9 @@ struct Written {
 
 /// The controller's caches. Children are label-selected
 /// (`app.kubernetes.io/managed-by`) and held [`Compact`] (parsed when read),
-/// Pods without their spec; `managedFields` keep only who manages an object,
-/// not which fields.
+/// Pods without their spec; a child's `managedFields` keep only who manages
+/// it (manager and operation, not which fields), and Pods and PVCs, which the
+/// operator never applies, keep none.
 #[derive(Clone)]
 pub struct Caches {
     pub deployments: Cache<Compact<Deployment>>,

@@ -50,7 +50,7 @@ where
     let request = Request::new(api.resource_url())
         .patch_subresource("status", name, params, patch)
         .map_err(kube::Error::BuildRequest)?;
-    let answer: Slim<MetaOnly> = send(api, request, "patch_status", true).await?;
+    let answer: Slim<MetaOnly> = send(api, request, "patch_status").await?;
     Ok(answer.0.metadata)
 }
 
@@ -63,8 +63,7 @@ pub async fn create_meta<K>(
 where
     K: Resource + Clone + DeserializeOwned + Serialize + Debug,
 {
-    let answer: Slim<MetaOnly> =
-        send(api, create_request(api, params, object)?, "create", true).await?;
+    let answer: Slim<MetaOnly> = send(api, create_request(api, params, object)?, "create").await?;
     Ok(answer.0.metadata)
 }
 
@@ -82,7 +81,7 @@ where
     let request = Request::new(api.resource_url())
         .patch(name, params, patch)
         .map_err(kube::Error::BuildRequest)?;
-    let answer: Slim<MetaOnly> = send(api, request, "patch", true).await?;
+    let answer: Slim<MetaOnly> = send(api, request, "patch").await?;
     Ok(answer.0.metadata)
 }
 
@@ -97,22 +96,19 @@ fn create_request<K: Resource + Serialize>(
         .map_err(kube::Error::BuildRequest)
 }
 
-/// Sends `request` as `api`'s client does, asking for the metadata only when `meta`.
+/// Sends `request` as `api`'s client does, asking for the metadata only.
 async fn send<K, A>(
     api: &Api<K>,
     mut request: http::Request<Vec<u8>>,
     verb: &'static str,
-    meta: bool,
 ) -> kube::Result<A>
 where
     K: Resource + Clone,
     A: DeserializeOwned,
 {
-    if meta {
-        request
-            .headers_mut()
-            .insert(ACCEPT, HeaderValue::from_static(METADATA_ONLY));
-    }
+    request
+        .headers_mut()
+        .insert(ACCEPT, HeaderValue::from_static(METADATA_ONLY));
     request.extensions_mut().insert(verb);
     api.clone().into_client().request(request).await
 }
