@@ -462,7 +462,15 @@ where
         field_manager: Some(FIELD_MANAGER.into()),
         ..PatchParams::default()
     };
-    match lean::patch_meta(api, &live.name_any(), &params, &Patch::<()>::Json(patch)).await {
+    match lean::patch_meta(
+        api,
+        &live.name_any(),
+        None,
+        &params,
+        &Patch::<()>::Json(patch),
+    )
+    .await
+    {
         Ok(patched) => Ok(Some(patched.resource_version.unwrap_or_default())),
         // A failed test (the object changed) or a conflict: read it again.
         Err(kube::Error::Api(e)) if e.code == 409 || e.code == 422 => Ok(None),

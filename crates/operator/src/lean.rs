@@ -21,7 +21,7 @@ use kube::{
     api::{Patch, PatchParams, PostParams},
     core::Request,
 };
-use serde::{Deserialize, Serialize, de::DeserializeOwned};
+use serde::{Deserialize, Serialize};
 
 use crate::slim::Slim;
 
@@ -36,22 +36,25 @@ struct MetaOnly {
     metadata: ObjectMeta,
 }
 
-/// Patches the `status` subresource of `name`; returns the object's metadata.
-pub async fn patch_status<K, P>(
+/// Patches `name`, or its `subresource` (e.g. `status`); returns the object's metadata.
+pub async fn patch_meta<K, P>(
     api: &Api<K>,
     name: &str,
+    subresource: Option<&str>,
     params: &PatchParams,
     patch: &Patch<P>,
 ) -> kube::Result<ObjectMeta>
 where
-    K: Resource + Clone + DeserializeOwned + Debug,
+    K: Resource + Clone,
     P: Serialize + Debug,
 {
-    let request = Request::new(api.resource_url())
-        .patch_subresource("status", name, params, patch)
-        .map_err(kube::Error::BuildRequest)?;
-    let answer: Slim<MetaOnly> = send(api, request, "patch_status").await?;
-    Ok(answer.0.metadata)
+    let url = Request::new(api.resource_url());
+    let request = match subresource {
+        Some(sub) => url.patch_subresource(sub, name, params, patch),
+        None => url.patch(name, params, patch),
+    }
+    .map_err(kube::Error::BuildRequest)?;
+    send(api, request, "patch").await
 }
 
 /// Creates `object`; returns the created object's metadata.
@@ -61,56 +64,27 @@ pub async fn create_meta<K>(
     object: &K,
 ) -> kube::Result<ObjectMeta>
 where
-    K: Resource + Clone + DeserializeOwned + Serialize + Debug,
+    K: Resource + Clone + Serialize,
 {
-    let answer: Slim<MetaOnly> = send(api, create_request(api, params, object)?, "create").await?;
-    Ok(answer.0.metadata)
-}
-
-/// Patches `name`; returns the patched object's metadata.
-pub async fn patch_meta<K, P>(
-    api: &Api<K>,
-    name: &str,
-    params: &PatchParams,
-    patch: &Patch<P>,
-) -> kube::Result<ObjectMeta>
-where
-    K: Resource + Clone + DeserializeOwned + Debug,
-    P: Serialize + Debug,
-{
-    let request = Request::new(api.resource_url())
-        .patch(name, params, patch)
-        .map_err(kube::Error::BuildRequest)?;
-    let answer: Slim<MetaOnly> = send(api, request, "patch").await?;
-    Ok(answer.0.metadata)
-}
-
-fn create_request<K: Resource + Serialize>(
-    api: &Api<K>,
-    params: &PostParams,
-    object: &K,
-) -> kube::Result<http::Request<Vec<u8>>> {
     let body = serde_json::to_vec(object).map_err(kube::Error::SerdeError)?;
-    Request::new(api.resource_url())
+    let request = Request::new(api.resource_url())
         .create(params, body)
-        .map_err(kube::Error::BuildRequest)
+        .map_err(kube::Error::BuildRequest)?;
+    send(api, request, "create").await
 }
 
-/// Sends `request` as `api`'s client does, asking for the metadata only.
-async fn send<K, A>(
+/// Sends `request` as `api`'s client does, asking for and reading the metadata only.
+async fn send<K: Resource + Clone>(
     api: &Api<K>,
     mut request: http::Request<Vec<u8>>,
     verb: &'static str,
-) -> kube::Result<A>
-where
-    K: Resource + Clone,
-    A: DeserializeOwned,
-{
+) -> kube::Result<ObjectMeta> {
     request
         .headers_mut()
         .insert(ACCEPT, HeaderValue::from_static(METADATA_ONLY));
     request.extensions_mut().insert(verb);
-    api.clone().into_client().request(request).await
+    let answer: Slim<MetaOnly> = api.clone().into_client().request(request).await?;
+    Ok(answer.0.metadata)
 }
 
 #[cfg(test)]

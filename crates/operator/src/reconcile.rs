@@ -204,7 +204,7 @@ async fn patch_status_if_changed(
         "status": next,
     });
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    lean::patch_status(api, name, &params, &Patch::Apply(body)).await?;
+    lean::patch_meta(api, name, Some("status"), &params, &Patch::Apply(body)).await?;
     Ok(true)
 }
 
