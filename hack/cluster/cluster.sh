@@ -66,8 +66,38 @@ healthy() {
   kubectl --kubeconfig "$kubeconfig" --request-timeout=5s get --raw /readyz >/dev/null 2>&1
 }
 
+# free_port: a port for a component to listen on. Taken from the slot's own
+# block (20000+1000*slot, below the kernel's ephemeral range 32768-60999), not
+# from bind(0): a port the kernel hands out as ephemeral can be taken, before
+# the component binds it, as the local port of any outgoing connection (the API
+# server's to etcd, say) or by a cluster of another slot starting at the same
+# time, and the component then exits with "address already in use". Ports
+# handed out since the cluster's `up` are recorded in $dir/ports and not reused.
 free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+  local s; s=$(cat "$dir/slot" 2>/dev/null) || die "free_port: $dir holds no slot"
+  python3 - "$((20000 + 1000 * s))" "$dir/ports" <<'PY' || die "no free port in the slot's block"
+import socket, sys
+base, path = int(sys.argv[1]), sys.argv[2]
+try:
+    used = set(open(path).read().split())
+except FileNotFoundError:
+    used = set()
+for port in range(base, base + 1000):
+    if str(port) in used:
+        continue
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    with open(path, "a") as f:
+        f.write(f"{port}\n")
+    print(port)
+    sys.exit(0)
+sys.exit(f"every port of {base}..{base + 999} is taken or handed out")
+PY
 }
 
 # start NAME CMD...: runs CMD in its own session with output to logs/NAME.log.
@@ -248,6 +278,7 @@ up() {
   : >"$(pids_file)"
   for c in ip nsenter; do command -v $c >/dev/null || die "$c not found (Debian: iproute2, util-linux)"; done
   slot_claim
+  : >"$dir/ports"
   net_up
   make_pki
   make_front_proxy_pki

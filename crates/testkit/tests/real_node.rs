@@ -461,8 +461,7 @@ fn a_node_component_that_cannot_start_fails_up_with_one_line_and_leaves_nothing(
         assert_eq!(errors.len(), 1, "{fault}: {stderr}");
         assert!(
             errors[0].starts_with(&format!("local-cluster: error: {name} ")),
-            "{fault}: {}",
-            errors[0]
+            "{fault}: {stderr}"
         );
         let log = errors[0].rsplit("; log: ").next().unwrap();
         assert!(
