@@ -246,6 +246,117 @@ fn median_run(size: &SizeResult) -> Option<&RunResult> {
     runs.get(runs.len().saturating_sub(1) / 2).copied()
 }
 
+/// The exponent b of `total ∝ M^b`, fitted by least squares to log(total) over log(M)
+/// (at least two sizes, positive values only). b = 1 is linear growth: flat per service.
+pub fn growth_exponent(points: &[(f64, f64)]) -> Option<f64> {
+    let logs: Vec<(f64, f64)> = points
+        .iter()
+        .filter(|(m, y)| *m > 0.0 && *y > 0.0 && y.is_finite())
+        .map(|(m, y)| (m.ln(), y.ln()))
+        .collect();
+    linear_slope(&logs)
+}
+
+/// The least-squares slope of y over x (None for fewer than two distinct x).
+pub fn linear_slope(points: &[(f64, f64)]) -> Option<f64> {
+    let n = points.len() as f64;
+    if points.len() < 2 {
+        return None;
+    }
+    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    (sxx > 0.0).then(|| sxy / sxx)
+}
+
+/// Totals that should grow linearly in M: (figure key, per-service label, factor to the
+/// per-service unit).
+const GROWTH_TOTALS: &[(&str, &str, f64)] = &[
+    ("t100_s", "time to 100 % Available per service (ms)", 1000.0),
+    ("writes_total", "operator writes per service", 1.0),
+    ("reconciles", "reconciles per service", 1.0),
+    ("operator_cpu_s", "operator CPU per service (ms)", 1000.0),
+    (
+        "apiserver_cpu_s",
+        "kube-apiserver CPU per service (ms)",
+        1000.0,
+    ),
+];
+
+/// Memory figures: a fixed base plus a part per service, so the last column is the
+/// fitted increment per 1000 services.
+const GROWTH_MEMORY: &[(&str, &str)] = &[
+    (
+        "operator_rss_steady_mib",
+        "operator RSS in steady state (MiB)",
+    ),
+    ("restart_peak_rss_mib", "restarted operator peak RSS (MiB)"),
+];
+
+/// The growth table (two sizes or more): per-service medians at each M and the fitted slope.
+fn growth_table(r: &Report) -> String {
+    let mut s = String::new();
+    if r.sizes.len() < 2 {
+        return s;
+    }
+    let med = |size: &SizeResult, key: &str| size.summary.get(key).map(|st| st.median);
+    let _ = write!(s, "| growth (medians) |");
+    for size in &r.sizes {
+        let _ = write!(s, " M = {} |", size.m);
+    }
+    let _ = writeln!(s, " slope |");
+    let _ = writeln!(s, "|---|{}---|", "---|".repeat(r.sizes.len()));
+    for (key, label, factor) in GROWTH_TOTALS {
+        let points: Vec<(f64, f64)> = r
+            .sizes
+            .iter()
+            .filter_map(|z| med(z, key).map(|v| (z.m as f64, v)))
+            .collect();
+        if points.is_empty() {
+            continue;
+        }
+        let _ = write!(s, "| {label} |");
+        for size in &r.sizes {
+            let cell = med(size, key)
+                .map(|v| format!("{:.2}", v * factor / size.m as f64))
+                .unwrap_or("–".into());
+            let _ = write!(s, " {cell} |");
+        }
+        let b = growth_exponent(&points)
+            .map(|b| format!("total ∝ M^{b:.2}"))
+            .unwrap_or("–".into());
+        let _ = writeln!(s, " {b} |");
+    }
+    for (key, label) in GROWTH_MEMORY {
+        let points: Vec<(f64, f64)> = r
+            .sizes
+            .iter()
+            .filter_map(|z| med(z, key).map(|v| (z.m as f64 / 1000.0, v)))
+            .collect();
+        if points.is_empty() {
+            continue;
+        }
+        let _ = write!(s, "| {label} |");
+        for size in &r.sizes {
+            let cell = med(size, key)
+                .map(|v| format!("{v:.1}"))
+                .unwrap_or("–".into());
+            let _ = write!(s, " {cell} |");
+        }
+        let k = linear_slope(&points)
+            .map(|k| format!("+{k:.1} MiB per 1000 services"))
+            .unwrap_or("–".into());
+        let _ = writeln!(s, " {k} |");
+    }
+    let _ = writeln!(
+        s,
+        "\nSlope: the exponent b of a least-squares fit of log(total) over log(M) (b = 1: \
+         the figure per service stays flat); for memory, the fitted MiB per 1000 services.\n"
+    );
+    s
+}
+
 /// The Markdown section for one invocation.
 pub fn markdown(r: &Report) -> String {
     let mut s = String::new();
@@ -340,6 +451,7 @@ pub fn markdown(r: &Report) -> String {
         let _ = writeln!(s);
     }
     let _ = writeln!(s, "\nCells: median (min–max) over the runs.\n");
+    s.push_str(&growth_table(r));
 
     // Writes by verb and resource, against the minimum.
     let mut keys: Vec<String> = r.minimum_writes_per_service.keys().cloned().collect();
@@ -494,5 +606,80 @@ mod tests {
         let st = s["t100_s"];
         assert_eq!((st.median, st.min, st.max, st.n), (4.0, 3.0, 5.0, 3));
         assert_eq!(fmt_stat(&st, 1), "4.0 (3.0–5.0)");
+    }
+
+    #[test]
+    fn growth_slopes() {
+        // Linear growth: b = 1; quadratic: b = 2; a constant: b = 0.
+        let lin = [(100.0, 10.0), (1000.0, 100.0), (3000.0, 300.0)];
+        assert!((growth_exponent(&lin).unwrap() - 1.0).abs() < 1e-9);
+        let quad = [(100.0, 1.0), (1000.0, 100.0), (3000.0, 900.0)];
+        assert!((growth_exponent(&quad).unwrap() - 2.0).abs() < 1e-9);
+        let flat = [(100.0, 5.0), (1000.0, 5.0)];
+        assert!(growth_exponent(&flat).unwrap().abs() < 1e-9);
+        assert_eq!(growth_exponent(&[(100.0, 1.0)]), None);
+        assert_eq!(growth_exponent(&[(100.0, 0.0), (1000.0, 1.0)]), None);
+        // Memory: 20 MiB + 35 MiB per 1000 services.
+        let mem = [(0.1, 23.5), (1.0, 55.0), (3.0, 125.0)];
+        assert!((linear_slope(&mem).unwrap() - 35.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn growth_table_needs_two_sizes_and_reports_slopes() {
+        let size = |m: usize, t100: f64, rss: f64| {
+            let runs = vec![RunResult {
+                figures: [
+                    ("t100_s".to_string(), t100),
+                    ("operator_rss_steady_mib".to_string(), rss),
+                ]
+                .into(),
+                ..RunResult::default()
+            }];
+            SizeResult {
+                m,
+                summary: summarize(&runs),
+                runs,
+            }
+        };
+        let mut r = Report {
+            timestamp: String::new(),
+            command: String::new(),
+            label: String::new(),
+            variant: "plain".into(),
+            machine: Machine {
+                cores: 2,
+                cpu_model: String::new(),
+                mem_total_gib: 24.0,
+                kernel: String::new(),
+                loadavg_at_start: String::new(),
+            },
+            versions: BTreeMap::new(),
+            cluster: ClusterShape {
+                nodes: 100,
+                gpus_per_node: 32,
+                steady_seconds: 60,
+                create_concurrency: 8,
+            },
+            operator_command: String::new(),
+            minimum_writes_per_service: BTreeMap::new(),
+            sizes: vec![size(100, 10.0, 20.0)],
+            plot: String::new(),
+        };
+        assert_eq!(growth_table(&r), "");
+        r.sizes.push(size(1000, 100.0, 56.0));
+        let t = growth_table(&r);
+        assert!(
+            t.contains(
+                "| time to 100 % Available per service (ms) | 100.00 | 100.00 | total ∝ M^1.00 |"
+            ),
+            "{t}"
+        );
+        assert!(
+            t.contains(
+                "| operator RSS in steady state (MiB) | 20.0 | 56.0 | +40.0 MiB per 1000 services |"
+            ),
+            "{t}"
+        );
+        assert!(!t.contains("writes per service"), "{t}");
     }
 }
