@@ -431,7 +431,11 @@ async fn a_model_image_is_mounted_instead_of_a_claim() {
     vs["spec"]["modelPath"] = json!("/data/models");
     vs["spec"]["modelSource"] = json!({"image": {"reference": "registry.example.local/models/qwen:1", "pullPolicy": "IfNotPresent"}});
     env.create(vs).await;
-    let vs = env.wait_for("qwen", "Available", is_available).await;
+    // This file's other tests start simulator pods and download Jobs on the real
+    // node at the same time; on two cores that can take longer than WAIT.
+    let vs = env
+        .wait_for_within("qwen", "Available", common::sim::START, is_available)
+        .await;
     let storage = condition(&vs, "StorageReady").unwrap();
     assert_eq!(storage.1, "ImageVolume", "{storage:?}");
     assert!(

@@ -195,8 +195,20 @@ impl Env {
         what: &str,
         check: impl Fn(&VLLMService) -> bool,
     ) -> VLLMService {
+        self.wait_for_within(name, what, WAIT, check).await
+    }
+
+    /// [`Env::wait_for`] with a budget of its own (a test that shares the machine
+    /// with simulator pods starting beside it).
+    pub async fn wait_for_within(
+        &self,
+        name: &str,
+        what: &str,
+        budget: Duration,
+        check: impl Fn(&VLLMService) -> bool,
+    ) -> VLLMService {
         let api = self.api::<VLLMService>();
-        let deadline = tokio::time::Instant::now() + WAIT;
+        let deadline = tokio::time::Instant::now() + budget;
         loop {
             let vs = api.get(name).await.expect("VLLMService exists");
             if check(&vs) {
