@@ -294,13 +294,42 @@ const GROWTH_MEMORY: &[(&str, &str)] = &[
     ("restart_peak_rss_mib", "restarted operator peak RSS (MiB)"),
 ];
 
+/// One row of the growth table: the median of `key` at each size as `cell(median, M)`,
+/// then `fit` over the points (M / `m_unit`, median). No row when no size has the figure.
+fn growth_row(
+    s: &mut String,
+    r: &Report,
+    key: &str,
+    label: &str,
+    m_unit: f64,
+    cell: impl Fn(f64, f64) -> String,
+    fit: impl Fn(&[(f64, f64)]) -> Option<String>,
+) {
+    let med = |size: &SizeResult| size.summary.get(key).map(|st| st.median);
+    let points: Vec<(f64, f64)> = r
+        .sizes
+        .iter()
+        .filter_map(|z| med(z).map(|v| (z.m as f64 / m_unit, v)))
+        .collect();
+    if points.is_empty() {
+        return;
+    }
+    let _ = write!(s, "| {label} |");
+    for size in &r.sizes {
+        let c = med(size)
+            .map(|v| cell(v, size.m as f64))
+            .unwrap_or("–".into());
+        let _ = write!(s, " {c} |");
+    }
+    let _ = writeln!(s, " {} |", fit(&points).unwrap_or("–".into()));
+}
+
 /// The growth table (two sizes or more): per-service medians at each M and the fitted slope.
 fn growth_table(r: &Report) -> String {
     let mut s = String::new();
     if r.sizes.len() < 2 {
         return s;
     }
-    let med = |size: &SizeResult, key: &str| size.summary.get(key).map(|st| st.median);
     let _ = write!(s, "| growth (medians) |");
     for size in &r.sizes {
         let _ = write!(s, " M = {} |", size.m);
@@ -308,46 +337,26 @@ fn growth_table(r: &Report) -> String {
     let _ = writeln!(s, " slope |");
     let _ = writeln!(s, "|---|{}---|", "---|".repeat(r.sizes.len()));
     for (key, label, factor) in GROWTH_TOTALS {
-        let points: Vec<(f64, f64)> = r
-            .sizes
-            .iter()
-            .filter_map(|z| med(z, key).map(|v| (z.m as f64, v)))
-            .collect();
-        if points.is_empty() {
-            continue;
-        }
-        let _ = write!(s, "| {label} |");
-        for size in &r.sizes {
-            let cell = med(size, key)
-                .map(|v| format!("{:.2}", v * factor / size.m as f64))
-                .unwrap_or("–".into());
-            let _ = write!(s, " {cell} |");
-        }
-        let b = growth_exponent(&points)
-            .map(|b| format!("total ∝ M^{b:.2}"))
-            .unwrap_or("–".into());
-        let _ = writeln!(s, " {b} |");
+        growth_row(
+            &mut s,
+            r,
+            key,
+            label,
+            1.0,
+            |v, m| format!("{:.2}", v * factor / m),
+            |points| growth_exponent(points).map(|b| format!("total ∝ M^{b:.2}")),
+        );
     }
     for (key, label) in GROWTH_MEMORY {
-        let points: Vec<(f64, f64)> = r
-            .sizes
-            .iter()
-            .filter_map(|z| med(z, key).map(|v| (z.m as f64 / 1000.0, v)))
-            .collect();
-        if points.is_empty() {
-            continue;
-        }
-        let _ = write!(s, "| {label} |");
-        for size in &r.sizes {
-            let cell = med(size, key)
-                .map(|v| format!("{v:.1}"))
-                .unwrap_or("–".into());
-            let _ = write!(s, " {cell} |");
-        }
-        let k = linear_slope(&points)
-            .map(|k| format!("+{k:.1} MiB per 1000 services"))
-            .unwrap_or("–".into());
-        let _ = writeln!(s, " {k} |");
+        growth_row(
+            &mut s,
+            r,
+            key,
+            label,
+            1000.0,
+            |v, _| format!("{v:.1}"),
+            |points| linear_slope(points).map(|k| format!("+{k:.1} MiB per 1000 services")),
+        );
     }
     let _ = writeln!(
         s,
