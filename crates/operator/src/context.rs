@@ -62,7 +62,95 @@ pub struct Context {
     /// Consecutive failures per object, for exponential backoff.
     failures: Mutex<HashMap<ObjectRef<Compact<VLLMService>>, u32>>,
     /// The last status this operator wrote per VLLMService, until the watch shows it.
-    written: Mutex<HashMap<ObjectRef<Compact<VLLMService>>, Written>>,
+    written: StatusEchoes,
+}
+
+/// The statuses this operator wrote that the VLLMService cache may not show
+/// yet, per VLLMService. An entry goes as soon as the cache holds a newer copy
+/// of its object (the VLLMService watch calls [`StatusEchoes::cached`] after
+/// the cache took each event), so the memory is that of the writes in flight,
+/// not one status per VLLMService for as long as it exists.
+#[derive(Clone, Default)]
+pub struct StatusEchoes(Arc<Mutex<HashMap<ObjectRef<Compact<VLLMService>>, Written>>>);
+
+fn key_of(vs: &VLLMService) -> ObjectRef<Compact<VLLMService>> {
+    ObjectRef::new(&vs.name_any()).within(&vs.namespace().unwrap_or_default())
+}
+
+impl StatusEchoes {
+    /// `vs` (a cached copy) with the status it has now: the status written on
+    /// it if there is one, else `vs` itself.
+    pub fn latest<'a>(&self, vs: &'a VLLMService) -> std::borrow::Cow<'a, VLLMService> {
+        let key = key_of(vs);
+        let mut written = self.0.lock().expect("written lock");
+        match written.get(&key) {
+            Some(w)
+                if Some(&w.uid) == vs.metadata.uid.as_ref()
+                    && w.based_on == vs.metadata.resource_version =>
+            {
+                let mut latest = vs.clone();
+                latest.status = Some(w.status.clone());
+                std::borrow::Cow::Owned(latest)
+            }
+            Some(_) => {
+                // The cache has caught up (or the object was replaced).
+                written.remove(&key);
+                std::borrow::Cow::Borrowed(vs)
+            }
+            None => std::borrow::Cow::Borrowed(vs),
+        }
+    }
+
+    /// Remembers `status`, written on `vs` (the copy the write was based
+    /// on), unless `cached` (what the cache holds now) is newer than `vs`:
+    /// then the cache took the write's echo already, checked under the lock
+    /// that [`StatusEchoes::cached`] takes after each change of the cache.
+    pub fn wrote(
+        &self,
+        vs: &VLLMService,
+        status: &VLLMServiceStatus,
+        cached: impl FnOnce(&ObjectRef<Compact<VLLMService>>) -> Option<Option<String>>,
+    ) {
+        let key = key_of(vs);
+        let mut written = self.0.lock().expect("written lock");
+        if cached(&key).is_some_and(|rv| rv != vs.metadata.resource_version) {
+            written.remove(&key);
+            return;
+        }
+        written.insert(
+            key,
+            Written {
+                uid: vs.metadata.uid.clone().unwrap_or_default(),
+                based_on: vs.metadata.resource_version.clone(),
+                status: status.clone(),
+            },
+        );
+    }
+
+    /// The VLLMService cache now holds `vs` (or has dropped it, for a
+    /// deleted one): a status written on an older copy is there, or moot.
+    pub fn cached(&self, vs: &Compact<VLLMService>) {
+        let mut written = self.0.lock().expect("written lock");
+        if written.is_empty() {
+            return;
+        }
+        let key = ObjectRef::from_obj(vs);
+        if written
+            .get(&key)
+            .is_some_and(|w| w.based_on != vs.meta().resource_version)
+        {
+            written.remove(&key);
+        }
+    }
+
+    /// How many writes the cache has not shown yet.
+    pub fn len(&self) -> usize {
+        self.0.lock().expect("written lock").len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// A status write the cache may not have seen yet.
@@ -690,6 +778,7 @@ impl Context {
         apis: Apis,
         services: Store<Compact<VLLMService>>,
         caches: Caches,
+        written: StatusEchoes,
     ) -> Self {
         let recorder = Recorder::new(client.clone(), reporter);
         Context {
@@ -703,7 +792,7 @@ impl Context {
             resync,
             prometheus_address,
             failures: Mutex::default(),
-            written: Mutex::default(),
+            written,
         }
     }
 
@@ -712,42 +801,16 @@ impl Context {
     /// write can arrive after the next reconcile started). Comparing with the stale
     /// copy would write the same status again and repeat its events.
     pub fn latest<'a>(&self, vs: &'a VLLMService) -> std::borrow::Cow<'a, VLLMService> {
-        let key = ObjectRef::new(&vs.name_any()).within(&vs.namespace().unwrap_or_default());
-        let mut written = self.written.lock().expect("written lock");
-        match written.get(&key) {
-            Some(w)
-                if Some(&w.uid) == vs.metadata.uid.as_ref()
-                    && w.based_on == vs.metadata.resource_version =>
-            {
-                let mut latest = vs.clone();
-                latest.status = Some(w.status.clone());
-                std::borrow::Cow::Owned(latest)
-            }
-            Some(_) => {
-                // The cache has caught up (or the object was replaced).
-                written.remove(&key);
-                std::borrow::Cow::Borrowed(vs)
-            }
-            None => std::borrow::Cow::Borrowed(vs),
-        }
+        self.written.latest(vs)
     }
 
     /// Remembers a status written for `vs` (the copy the write was based on).
     pub fn wrote_status(&self, vs: &VLLMService, status: &VLLMServiceStatus) {
-        let key = ObjectRef::new(&vs.name_any()).within(&vs.namespace().unwrap_or_default());
-        let mut written = self.written.lock().expect("written lock");
-        // Entries of deleted objects are dropped now and then.
-        if written.len() > 2 * self.services.len() + 64 {
-            written.retain(|k, _| self.services.get(k).is_some());
-        }
-        written.insert(
-            key,
-            Written {
-                uid: vs.metadata.uid.clone().unwrap_or_default(),
-                based_on: vs.metadata.resource_version.clone(),
-                status: status.clone(),
-            },
-        );
+        self.written.wrote(vs, status, |key| {
+            self.services
+                .get(key)
+                .map(|c| c.meta().resource_version.clone())
+        });
     }
 
     /// Counts a failed reconcile of `obj`; returns how many in a row.
@@ -780,6 +843,57 @@ mod tests {
         assert_eq!(backoff(5), Duration::from_secs(16));
         assert_eq!(backoff(40), Duration::from_secs(256));
         assert_eq!(backoff(u32::MAX), Duration::from_secs(256));
+    }
+
+    fn service_at(rv: &str, phase: &str) -> (VLLMService, Compact<VLLMService>) {
+        let text = json!({
+            "apiVersion": "aiinfra.example.com/v1alpha1", "kind": "VLLMService",
+            "metadata": {"name": "qwen", "namespace": "a", "uid": "u1", "resourceVersion": rv},
+            "spec": {"image": "vllm/vllm-openai:latest", "modelPath": "/m", "modelName": "m",
+                     "storage": {"pvcName": "p", "mountPath": "/data"}},
+            "status": {"phase": phase},
+        })
+        .to_string();
+        (
+            serde_json::from_str(&text).unwrap(),
+            serde_json::from_str(&text).unwrap(),
+        )
+    }
+
+    fn phase(vs: &VLLMService) -> Option<&'static str> {
+        vs.status.as_ref().and_then(|s| s.phase).map(|p| p.as_str())
+    }
+
+    /// A written status stands in for the cached one until the cache holds a
+    /// newer copy, and is forgotten then, with no later reconcile needed: at
+    /// 1,000 converged services nothing of their last writes stays in memory.
+    #[test]
+    fn a_written_status_is_remembered_until_the_cache_shows_a_newer_copy() {
+        let echoes = StatusEchoes::default();
+        let (v5, c5) = service_at("5", "Pending");
+        let written: VLLMServiceStatus =
+            serde_json::from_value(json!({"phase": "Running"})).unwrap();
+        echoes.wrote(&v5, &written, |_| Some(Some("5".into())));
+        assert_eq!(phase(&echoes.latest(&v5)), Some("Running"));
+        // The cache takes an event of the same copy again (a re-list): kept.
+        echoes.cached(&c5);
+        assert_eq!(echoes.len(), 1);
+        assert_eq!(phase(&echoes.latest(&v5)), Some("Running"));
+        // The write's echo: forgotten at once.
+        let (v6, c6) = service_at("6", "Running");
+        echoes.cached(&c6);
+        assert!(echoes.is_empty());
+        assert_eq!(phase(&echoes.latest(&v6)), Some("Running"));
+
+        // The echo reached the cache before the write's answer: nothing kept.
+        echoes.wrote(&v5, &written, |_| Some(Some("6".into())));
+        assert!(echoes.is_empty());
+        // A deleted service (no longer cached) drops its entry with its Delete event.
+        echoes.wrote(&v6, &written, |_| None);
+        assert_eq!(echoes.len(), 1);
+        let (_, deleted) = service_at("7", "Running");
+        echoes.cached(&deleted);
+        assert!(echoes.is_empty());
     }
 
     fn pod(ns: &str, name: &str, instance: Option<&str>) -> Compact<Pod> {

@@ -6,8 +6,8 @@
 //! one's `series` is patched with the new count and time. kube's Recorder
 //! keeps every published Event whole (~1.5 KB each) in a table that never
 //! shrinks: at 1,000 services, two events each, that is ~6 MB held for good
-//! (BENCHMARKS.md). This one keeps, per recent event, its key, name and
-//! count, and gives memory back when the events age out.
+//! (BENCHMARKS.md). This one keeps, per recent event, a digest of its key,
+//! its name and count, and gives memory back when the events age out.
 
 use std::{collections::HashMap, sync::Mutex};
 
@@ -22,6 +22,7 @@ use kube::{
     runtime::events::{Event, EventType, Reporter},
 };
 use serde_json::json;
+use sha2::{Digest as _, Sha256};
 
 use crate::lean;
 
@@ -32,8 +33,14 @@ const SERIES_WINDOW: SignedDuration = SignedDuration::from_mins(6);
 pub struct Recorder {
     client: Client,
     reporter: Reporter,
-    recent: Mutex<HashMap<Key, Series>>,
+    /// Per recent event, its key's digest (not the key's ten strings: at 1,000
+    /// services two events each stay here for six minutes).
+    recent: Mutex<HashMap<Digest, Series>>,
 }
+
+/// A [`Key`]'s SHA-256, cut to 128 bits: two different keys collide with a
+/// chance of about 2^-64 even among 2^32 events.
+type Digest = [u8; 16];
 
 /// What makes two events the same event.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -52,6 +59,39 @@ struct Target {
     namespace: Option<String>,
     name: Option<String>,
     uid: Option<String>,
+}
+
+impl Key {
+    fn digest(&self) -> Digest {
+        let mut h = Sha256::new();
+        // Each field length-prefixed (and each option tagged), so that no two
+        // keys feed the same bytes.
+        let mut field = |v: Option<&str>| match v {
+            None => h.update([0]),
+            Some(v) => {
+                h.update([1]);
+                h.update((v.len() as u64).to_le_bytes());
+                h.update(v.as_bytes());
+            }
+        };
+        field(Some(if self.warning { "Warning" } else { "Normal" }));
+        field(Some(&self.action));
+        field(Some(&self.reason));
+        for target in [Some(&self.regarding), self.related.as_ref()] {
+            match target {
+                None => field(None),
+                Some(t) => {
+                    field(Some("target"));
+                    for v in [&t.kind, &t.namespace, &t.name, &t.uid] {
+                        field(v.as_deref());
+                    }
+                }
+            }
+        }
+        let mut digest = [0; 16];
+        digest.copy_from_slice(&h.finalize()[..16]);
+        digest
+    }
 }
 
 impl From<&ObjectReference> for Target {
@@ -92,7 +132,8 @@ impl Recorder {
             reason: ev.reason.clone(),
             regarding: regarding.into(),
             related: ev.secondary.as_ref().map(Target::from),
-        };
+        }
+        .digest();
         let repeat = {
             let mut recent = self.recent.lock().expect("event table lock");
             forget_older_than(&mut recent, now - SERIES_WINDOW);
@@ -169,7 +210,7 @@ impl Recorder {
 
 /// Drops the events last seen before `cutoff`, and the table's room when
 /// most of it is empty (a map keeps its capacity otherwise).
-fn forget_older_than(recent: &mut HashMap<Key, Series>, cutoff: Timestamp) {
+fn forget_older_than(recent: &mut HashMap<Digest, Series>, cutoff: Timestamp) {
     recent.retain(|_, s| s.last > cutoff);
     if recent.capacity() > 64 && recent.len() < recent.capacity() / 4 {
         recent.shrink_to_fit();
@@ -210,13 +251,13 @@ mod tests {
                 count: 1,
                 last,
             };
-            recent.insert(key(&format!("s{i}")), series);
+            recent.insert(key(&format!("s{i}")).digest(), series);
         }
         let before = recent.capacity();
         forget_older_than(&mut recent, now - SERIES_WINDOW);
         assert_eq!(recent.len(), 10);
-        assert!(recent.contains_key(&key("s995")));
-        assert!(!recent.contains_key(&key("s5")));
+        assert!(recent.contains_key(&key("s995").digest()));
+        assert!(!recent.contains_key(&key("s5").digest()));
         assert!(
             recent.capacity() < before / 4,
             "{} of {before}",
@@ -233,9 +274,18 @@ mod tests {
         related.related = Some(key("b").regarding);
         let mut warning = a.clone();
         warning.warning = true;
-        for other in [key("b"), other_reason, related, warning] {
+        // Fields that would feed the same bytes if they were only concatenated.
+        let mut shifted = a.clone();
+        shifted.action = "Reconcil".into();
+        shifted.reason = "eCreated".into();
+        let mut moved = a.clone();
+        moved.regarding.kind = None;
+        moved.regarding.namespace = Some("VLLMServicens".into());
+        for other in [key("b"), other_reason, related, warning, shifted, moved] {
             assert_ne!(a, other);
+            assert_ne!(a.digest(), other.digest(), "{other:?}");
         }
         assert_eq!(a, key("a"));
+        assert_eq!(a.digest(), key("a").digest());
     }
 }
