@@ -79,6 +79,16 @@ struct RunArgs {
     /// Re-check every VLLMService this often even without events, in seconds.
     #[arg(long, env = "VLLM_OPERATOR_RESYNC_SECONDS", default_value_t = 300)]
     resync_seconds: u64,
+    /// A new VLLMService's first status waits up to this long (from its
+    /// Deployment's creation) for its pods to become ready, so that a quick
+    /// start costs one status write (Available) instead of two (Pending, then
+    /// Available). Failures are written at once; 0 writes Pending at once.
+    #[arg(
+        long,
+        env = "VLLM_OPERATOR_STATUS_SETTLE_SECONDS",
+        default_value_t = vllmservice_controller::controller::DEFAULT_STATUS_SETTLE.as_secs()
+    )]
+    status_settle_seconds: u64,
     /// Watch only this namespace (default: all).
     #[arg(long, env = "VLLM_OPERATOR_NAMESPACE")]
     watch_namespace: Option<String>,
@@ -331,6 +341,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let opts = controller::Options {
         concurrency: args.concurrency,
         resync: Duration::from_secs(args.resync_seconds),
+        status_settle: Duration::from_secs(args.status_settle_seconds),
         instance: args.instance.clone(),
         namespace: args.watch_namespace.clone(),
         // The RBAC of watch-namespace mode grants no cluster-wide pod or node reads.

@@ -41,6 +41,7 @@ use crate::{
     placement::{self, Amounts, Capacity, NodeFacts},
     prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor},
     recorder::Recorder,
+    wakeup::Wakeups,
 };
 
 /// What every reconcile shares.
@@ -57,12 +58,16 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     pub recorder: Recorder,
     pub resync: Duration,
+    /// How long a new VLLMService's first status may wait for its pods (`settle`).
+    pub status_settle: Duration,
     /// Where KEDA queries Prometheus unless a spec says otherwise.
     pub prometheus_address: String,
     /// Consecutive failures per object, for exponential backoff.
     failures: Mutex<HashMap<ObjectRef<Compact<VLLMService>>, u32>>,
     /// The last status this operator wrote per VLLMService, until the watch shows it.
     written: StatusEchoes,
+    /// Reconciles due later (a held first status: `settle`, `wakeup`).
+    pub wakeups: Wakeups,
 }
 
 /// The statuses this operator wrote that the VLLMService cache may not show
@@ -773,12 +778,14 @@ impl Context {
         metrics: Arc<Metrics>,
         reporter: Reporter,
         resync: Duration,
+        status_settle: Duration,
         prometheus_address: String,
         namespace: Option<String>,
         apis: Apis,
         services: Store<Compact<VLLMService>>,
         caches: Caches,
         written: StatusEchoes,
+        wakeups: Wakeups,
     ) -> Self {
         let recorder = Recorder::new(client.clone(), reporter);
         Context {
@@ -790,9 +797,11 @@ impl Context {
             metrics,
             recorder,
             resync,
+            status_settle,
             prometheus_address,
             failures: Mutex::default(),
             written,
+            wakeups,
         }
     }
 

@@ -55,7 +55,11 @@ use crate::{
     reconcile,
     route::Target,
     slim::{self, Slim},
+    wakeup::Wakeups,
 };
+
+/// How long a new VLLMService's first status waits for its pods by default.
+pub const DEFAULT_STATUS_SETTLE: Duration = Duration::from_secs(5);
 
 /// Options of the controller loop.
 #[derive(Debug, Clone)]
@@ -64,6 +68,10 @@ pub struct Options {
     pub concurrency: u16,
     /// Re-check every object this often even without events (level-triggered safety net).
     pub resync: Duration,
+    /// How long a new VLLMService's first status may wait for its pods to
+    /// become ready, so that a quick start is written once (`settle`); zero
+    /// writes it at once.
+    pub status_settle: Duration,
     /// Name reported as the source of events.
     pub reporter: String,
     /// This replica's identity (pod name), reported with events.
@@ -89,6 +97,7 @@ impl Default for Options {
         Options {
             concurrency: 16,
             resync: Duration::from_secs(300),
+            status_settle: DEFAULT_STATUS_SETTLE,
             reporter: names::MANAGED_BY_VALUE.to_string(),
             instance: None,
             namespace: None,
@@ -575,7 +584,9 @@ async fn run_watches(
     };
     let store = vllm_cache.store.clone();
     let vllm_services = vllm_services.predicate_filter(predicates::generation, Default::default());
-    let mut controller = Controller::for_stream(vllm_services, store.clone());
+    // Reconciles of held first statuses, when their settle window ends.
+    let (wakeups, due) = Wakeups::new();
+    let mut controller = Controller::for_stream(vllm_services, store.clone()).reconcile_on(due);
 
     let (deployments, deployment_events) = cached_watch(
         scope.api::<Slim<Compact<Deployment>>>(),
@@ -814,12 +825,14 @@ async fn run_watches(
         metrics,
         reporter,
         opts.resync,
+        opts.status_settle,
         opts.prometheus_address.clone(),
         opts.namespace.clone(),
         apis,
         store,
         caches,
         echoes,
+        wakeups,
     ));
     controller
         .with_config(controller::Config::default().concurrency(opts.concurrency))

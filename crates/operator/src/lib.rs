@@ -3,7 +3,7 @@
 //! The pipeline of one reconcile is [`reconcile`]; [`controller`] wires the
 //! watches and caches around it. Pure modules (no I/O): `build`, `status`,
 //! `route`, `conditions`, `diagnose`, `enginelog`, `done`, `names`, `placement`,
-//! `seen`, `text`, `autoscaling`.
+//! `seen`, `settle`, `text`, `autoscaling`.
 
 pub mod apply;
 pub mod autoscaling;
@@ -34,6 +34,8 @@ pub mod reconcile;
 pub mod recorder;
 pub mod route;
 pub mod seen;
+pub mod settle;
 pub mod slim;
 pub mod status;
 pub mod text;
+pub mod wakeup;

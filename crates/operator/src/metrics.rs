@@ -49,6 +49,8 @@ pub struct Metrics {
     pub leader: Gauge,
     /// Container log reads (`pods/log` requests), by purpose.
     pub pod_log_reads: Family<LogReadLabels, Counter>,
+    /// Reconciles that held a new service's first status back (`settle`).
+    pub status_writes_held: Counter,
     registry: Registry,
     /// The same counts as `writes`, readable in-process (a `Family` cannot be iterated).
     write_counts: Mutex<BTreeMap<(String, String), u64>>,
@@ -70,6 +72,7 @@ impl Default for Metrics {
         let managed_objects = Gauge::default();
         let leader = Gauge::default();
         let pod_log_reads = Family::<LogReadLabels, Counter>::default();
+        let status_writes_held = Counter::default();
         let mut registry = Registry::with_prefix("vllmservice_operator");
         registry.register(
             "reconciles",
@@ -116,8 +119,14 @@ impl Default for Metrics {
             "Container log reads (pods/log requests) of vLLM containers, by purpose",
             pod_log_reads.clone(),
         );
+        registry.register(
+            "status_writes_held",
+            "Reconciles that held a new VLLMService's first status back while its pods may still become ready within the settle window (--status-settle-seconds)",
+            status_writes_held.clone(),
+        );
         Metrics {
             pod_log_reads,
+            status_writes_held,
             reconciles,
             reconciles_in_flight,
             reconcile_errors,

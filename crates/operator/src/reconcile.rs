@@ -10,7 +10,7 @@ use kube::runtime::events::EventType;
 use kube::{
     Api, Resource, ResourceExt,
     api::{ApiResource, DynamicObject, Patch, PatchParams},
-    runtime::controller::Action,
+    runtime::{controller::Action, reflector::ObjectRef},
 };
 use serde_json::json;
 use vllmservice_api::{VLLMService, VLLMServiceStatus};
@@ -25,7 +25,7 @@ use crate::{
     events, lean, read,
     route::Resolution,
     seen::DownloadState,
-    status,
+    settle, status,
 };
 
 pub async fn reconcile(obj: &Compact<VLLMService>, ctx: &Context) -> Result<Action> {
@@ -84,9 +84,26 @@ pub async fn reconcile(obj: &Compact<VLLMService>, ctx: &Context) -> Result<Acti
         Err(e) => return Err(e),
     };
     let started = ThreadCpu::now();
-    let next_status = status::derive(&spec, &seen, &done, Timestamp::now());
+    let now = Timestamp::now();
+    let next_status = status::derive(&spec, &seen, &done, now);
+    let held = settle::hold(
+        vs.status.as_ref(),
+        &next_status,
+        done.deployment.live(),
+        ctx.status_settle,
+        now,
+    );
     compute += started.elapsed() + done.compute;
     ctx.metrics.reconcile_compute.observe(compute.as_secs_f64());
+    let key = ObjectRef::new(&vs.name_any()).within(&vs.namespace().unwrap_or_default());
+    if let Some(left) = held {
+        // A new service's first status waits for its pods (settle.rs); it is
+        // looked at again when the window ends unless written before.
+        ctx.metrics.status_writes_held.inc();
+        ctx.wakeups.after(key, left);
+        return Ok(next);
+    }
+    ctx.wakeups.cancel(&key);
     write_status(ctx, &vs, next_status).await?;
     Ok(next)
 }

@@ -464,6 +464,98 @@ async fn an_event_note_of_multibyte_text_is_cut_to_the_api_servers_byte_limit_an
     env.operator.stop().await;
 }
 
+/// The first status the watch shows for a new service `name` created from
+/// `body`, once it is Available, and every status it showed up to then.
+async fn first_statuses(env: &Env, body: Value) -> Vec<VLLMService> {
+    let name = body["metadata"]["name"].as_str().unwrap().to_string();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (listed, list_done) = tokio::sync::oneshot::channel();
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let (api, out) = (env.api::<VLLMService>(), seen.clone());
+    tokio::spawn(async move {
+        let mut listed = Some(listed);
+        let mut events = std::pin::pin!(watcher(api, config));
+        while let Some(Ok(event)) = events.next().await {
+            match event {
+                watcher::Event::InitDone => {
+                    if let Some(tx) = listed.take() {
+                        let _ = tx.send(());
+                    }
+                }
+                watcher::Event::Apply(vs) | watcher::Event::InitApply(vs) => {
+                    out.lock().unwrap().push(vs)
+                }
+                _ => {}
+            }
+        }
+    });
+    // Every write after the create is seen: the watch runs from before it.
+    list_done.await.expect("the watch lists");
+    env.create(body).await;
+    env.wait_for(&name, "Available", is_available).await;
+    wait_until(common::WAIT, "the watch to show Available", || async {
+        let seen = seen.lock().unwrap();
+        seen.iter().any(is_available).then(|| seen.clone())
+    })
+    .await
+    .into_iter()
+    .filter(|vs| vs.status.is_some())
+    .collect()
+}
+
+/// A new service's first status waits for its pods within the settle window
+/// (`settle.rs`): a quick start is stored once, Available, with no Pending
+/// before it; a failure is written at once, long before the window ends.
+/// Without the window the same start stores Pending first (one more write).
+#[tokio::test]
+async fn a_new_services_first_status_waits_for_its_pods_but_not_for_a_failure() {
+    // A window far longer than any wait here: whatever is written within the
+    // test's waits was not held back by it.
+    let env = Env::with_options("ct-settle", |o| {
+        o.status_settle = std::time::Duration::from_secs(600)
+    })
+    .await;
+    env.bound_pvc("models").await;
+    let statuses = first_statuses(&env, gpu_service("quick", "models")).await;
+    let phases: Vec<_> = statuses.iter().map(summary).collect();
+    assert!(
+        is_available(&statuses[0]),
+        "the first stored status is not Available: {phases:#?}"
+    );
+    assert!(
+        env.operator.metrics.status_writes_held.get() >= 1,
+        "no reconcile held the first status"
+    );
+
+    let mut greedy = gpu_service("greedy", "models");
+    greedy["spec"]["resources"] = json!({"limits": {"nvidia.com/gpu": "9"}});
+    env.create(greedy).await;
+    let vs = env
+        .wait_for(
+            "greedy",
+            "Degraded=True/Unschedulable, within the window",
+            |vs| condition(vs, "Degraded").is_some_and(|c| c.1 == "Unschedulable"),
+        )
+        .await;
+    assert_eq!(vs.status.unwrap().phase, Some(Phase::Failed));
+    env.operator.stop().await;
+
+    let env = Env::with_options("ct-nosettle", |o| {
+        o.status_settle = std::time::Duration::ZERO
+    })
+    .await;
+    env.bound_pvc("models").await;
+    let statuses = first_statuses(&env, gpu_service("quick", "models")).await;
+    let phases: Vec<_> = statuses.iter().map(summary).collect();
+    assert_eq!(
+        statuses[0].status.as_ref().unwrap().phase,
+        Some(Phase::Pending),
+        "without the window the first stored status is Pending: {phases:#?}"
+    );
+    assert_eq!(env.operator.metrics.status_writes_held.get(), 0);
+    env.operator.stop().await;
+}
+
 #[tokio::test]
 async fn the_full_example_converges_and_an_unchanged_world_sees_no_writes() {
     let env = Env::new("ct-full").await;

@@ -154,6 +154,31 @@ impl Env {
         }
     }
 
+    /// [`Env::new`] with the operator's options changed by `change` (its
+    /// namespace is the test's; admin identity, GPU accounting on).
+    pub async fn with_options(prefix: &str, change: impl FnOnce(&mut controller::Options)) -> Env {
+        testkit::install_all_crds();
+        let client = testkit::client().await;
+        let ns = TestNamespace::new(&client, prefix).await;
+        let metrics = Arc::new(Metrics::default());
+        let operator_client = vllmservice_controller::metrics::counting_client(
+            testkit::config().await,
+            metrics.clone(),
+        )
+        .expect("operator client");
+        let mut opts = controller::Options {
+            namespace: Some(ns.name.clone()),
+            ..controller::Options::default()
+        };
+        change(&mut opts);
+        let operator = Operator::start_with_options(operator_client, metrics, opts);
+        Env {
+            client,
+            ns,
+            operator,
+        }
+    }
+
     pub fn api<K>(&self) -> Api<K>
     where
         K: kube::Resource<Scope = kube::core::NamespaceResourceScope>,
