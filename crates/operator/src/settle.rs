@@ -9,8 +9,9 @@
 //! (`--status-settle-seconds`, 5 s by default): it is written at once when the
 //! service is Available, Failed or Degraded, and otherwise when the window
 //! ends (`wakeup` reconciles it then unless its status was written before;
-//! the pods' events reconcile it sooner). A service whose model takes minutes to load shows Pending after at
-//! most the window; one that starts within it is written once, Available.
+//! the pods' events reconcile it sooner). A service whose model takes
+//! minutes to load shows Pending after at most the window; one that starts
+//! within it is written once, Available.
 //!
 //! Only the first status is held: once a status exists every change is
 //! written as soon as it is seen.
