@@ -62,15 +62,6 @@ impl Wakeups {
     pub fn cancel(&self, key: &Key) {
         self.pending.lock().expect("wakeups lock").remove(key);
     }
-
-    /// Wake-ups registered and not yet due or cancelled.
-    pub fn len(&self) -> usize {
-        self.pending.lock().expect("wakeups lock").len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 #[cfg(test)]
@@ -82,6 +73,10 @@ mod tests {
         ObjectRef::new(name).within("ns")
     }
 
+    fn registered(wakeups: &Wakeups) -> usize {
+        wakeups.pending.lock().unwrap().len()
+    }
+
     #[tokio::test(start_paused = true)]
     async fn only_the_wakeups_not_cancelled_come_due_at_their_time() {
         let (wakeups, due) = Wakeups::new();
@@ -89,14 +84,14 @@ mod tests {
         wakeups.after(key("slow"), Duration::from_secs(5));
         wakeups.after(key("quick"), Duration::from_secs(5));
         wakeups.after(key("later"), Duration::from_secs(9));
-        assert_eq!(wakeups.len(), 3);
+        assert_eq!(registered(&wakeups), 3);
         wakeups.cancel(&key("quick"));
         let started = tokio::time::Instant::now();
         assert_eq!(due.next().await, Some(key("slow")));
         assert_eq!(started.elapsed(), Duration::from_secs(5));
         assert_eq!(due.next().await, Some(key("later")));
         assert_eq!(started.elapsed(), Duration::from_secs(9));
-        assert!(wakeups.is_empty());
+        assert_eq!(registered(&wakeups), 0);
         // Nothing else comes: the cancelled one's timer found nothing to send.
         drop(wakeups);
         assert_eq!(due.next().await, None);

@@ -464,8 +464,8 @@ async fn an_event_note_of_multibyte_text_is_cut_to_the_api_servers_byte_limit_an
     env.operator.stop().await;
 }
 
-/// The first status the watch shows for a new service `name` created from
-/// `body`, once it is Available, and every status it showed up to then.
+/// Every status the watch shows for the new service created from `body`, in
+/// order, up to the first Available one (a watch started before the create).
 async fn first_statuses(env: &Env, body: Value) -> Vec<VLLMService> {
     let name = body["metadata"]["name"].as_str().unwrap().to_string();
     let seen = Arc::new(Mutex::new(Vec::new()));

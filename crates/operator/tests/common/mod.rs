@@ -143,15 +143,7 @@ pub struct Env {
 
 impl Env {
     pub async fn new(prefix: &str) -> Env {
-        testkit::install_all_crds();
-        let client = testkit::client().await;
-        let ns = TestNamespace::new(&client, prefix).await;
-        let operator = Operator::start(&ns.name).await;
-        Env {
-            client,
-            ns,
-            operator,
-        }
+        Env::with_options(prefix, |_| {}).await
     }
 
     /// [`Env::new`] with the operator's options changed by `change` (its
