@@ -5,7 +5,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 
-# A cold run builds ~N GiB under target/ (dev profile, line tables only); say how much room is left
+# A cold run builds ~10 GiB under target/ (dev profile, line tables only); say how much room is left
 # so that a "No space left on device" from rustc or the linker is not a surprise.
 free_gib=$(df -Pk "$repo" | awk 'NR == 2 { printf "%d", $4 / 1048576 }')
 echo "== disk: ${free_gib} GiB free under $repo" >&2

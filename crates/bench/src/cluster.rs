@@ -163,6 +163,25 @@ pub const WRITE_VERBS: [&str; 6] = [
     "DELETECOLLECTION",
 ];
 
+/// kube-apiserver's CPU profile over `seconds` (its Go pprof endpoint, on by default),
+/// written to `path`.
+pub async fn apiserver_profile(client: &Client, seconds: u64, path: &Path) -> anyhow::Result<()> {
+    use futures::AsyncReadExt as _;
+    let req =
+        http::Request::get(format!("/debug/pprof/profile?seconds={seconds}")).body(Vec::new())?;
+    let mut body = Box::pin(
+        client
+            .request_stream(req)
+            .await
+            .context("GET /debug/pprof/profile")?,
+    );
+    let mut bytes = Vec::new();
+    body.read_to_end(&mut bytes)
+        .await
+        .context("reading the profile")?;
+    std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))
+}
+
 impl ApiRequests {
     pub async fn scrape(client: &Client) -> anyhow::Result<ApiRequests> {
         let text = client

@@ -97,6 +97,11 @@ struct Args {
     /// Timestamp used in file names (hack/bench.sh passes it so the plot matches).
     #[arg(long)]
     timestamp: Option<String>,
+    /// Record kube-apiserver's CPU profile (Go pprof) over this many seconds from the
+    /// first create, to `<out-dir>/apiserver-<timestamp>-m<M>-run<N>.pprof`
+    /// (`go tool pprof -top` reads it); 0: none.
+    #[arg(long, default_value_t = 0)]
+    apiserver_profile_seconds: u64,
 }
 
 impl Args {
@@ -419,6 +424,7 @@ async fn one_run(
     let jiffies_before = procfs::machine_jiffies();
 
     // The clock starts at the first create.
+    let profile = start_profile(args, &client, m, run);
     let t0 = Instant::now();
     let t0_wall = k8s_openapi::jiff::Timestamp::now();
     let created = Arc::new(AtomicU64::new(0));
@@ -621,8 +627,46 @@ async fn one_run(
         Ok(stages) => r.stages = stages,
         Err(e) => log(format!("reading the stage timestamps failed: {e}")),
     }
+    match workload::events_by_reason(&client).await {
+        Ok(events) => r.events = events,
+        Err(e) => log(format!("counting the events failed: {e}")),
+    }
+    finish_profile(profile).await;
     cluster.down()?;
     Ok(r)
+}
+
+/// Starts recording kube-apiserver's CPU profile if asked (`--apiserver-profile-seconds`).
+fn start_profile(
+    args: &Args,
+    client: &kube::Client,
+    m: usize,
+    run: usize,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let seconds = args.apiserver_profile_seconds;
+    if seconds == 0 {
+        return None;
+    }
+    let stamp = args.timestamp.clone().unwrap_or_else(|| "now".into());
+    let path = args
+        .out_dir
+        .join(format!("apiserver-{stamp}-m{m}-run{run}.pprof"));
+    let client = client.clone();
+    Some(tokio::spawn(async move {
+        match cluster::apiserver_profile(&client, seconds, &path).await {
+            Ok(()) => log(format!("kube-apiserver CPU profile: {}", path.display())),
+            Err(e) => log(format!(
+                "recording kube-apiserver's CPU profile failed: {e:#}"
+            )),
+        }
+    }))
+}
+
+/// Waits for the profile (it ends by itself after its seconds).
+async fn finish_profile(profile: Option<tokio::task::JoinHandle<()>>) {
+    if let Some(p) = profile {
+        let _ = p.await;
+    }
 }
 
 /// How long a run waits for convergence (default 180 + 0.6 s per service).
@@ -889,6 +933,7 @@ async fn direct_run(
     let cpu_before = harness_cpu();
     let jiffies_before = procfs::machine_jiffies();
 
+    let profile = start_profile(args, &client, m, run);
     let t0 = Instant::now();
     let t0_wall = k8s_openapi::jiff::Timestamp::now();
     let created = Arc::new(AtomicU64::new(0));
@@ -938,6 +983,11 @@ async fn direct_run(
         Ok(stages) => r.stages = stages,
         Err(e) => log(format!("reading the stage timestamps failed: {e}")),
     }
+    match workload::events_by_reason(&client).await {
+        Ok(events) => r.events = events,
+        Err(e) => log(format!("counting the events failed: {e}")),
+    }
+    finish_profile(profile).await;
     cluster.down()?;
     Ok(r)
 }

@@ -70,6 +70,8 @@ pub struct RunResult {
     /// When each pipeline stage reached 50% and 100% of the services, seconds after the
     /// first create (object timestamps, 1 s resolution).
     pub stages: BTreeMap<String, (f64, f64)>,
+    /// Events in the cluster after the run, by "reporting component: reason" (read last).
+    pub events: BTreeMap<String, u64>,
     /// Server-side latency of the operator's requests during the run, by "VERB resource":
     /// (p50 ms, p99 ms, count).
     pub apiserver_latency_ms: BTreeMap<String, (f64, f64, f64)>,
@@ -540,6 +542,33 @@ pub fn markdown(r: &Report) -> String {
             let _ = write!(s, " {cell} |");
         }
         let _ = writeln!(s);
+    }
+
+    // Who wrote the events, from the median run.
+    let mut event_keys: Vec<&String> = median_runs
+        .iter()
+        .flatten()
+        .flat_map(|run| run.events.keys())
+        .collect();
+    event_keys.sort();
+    event_keys.dedup();
+    if !event_keys.is_empty() {
+        let _ = write!(s, "\n| events after the run (objects), median run |");
+        for size in &r.sizes {
+            let _ = write!(s, " M = {} |", size.m);
+        }
+        let _ = writeln!(s);
+        let _ = writeln!(s, "|---|{}", "---|".repeat(r.sizes.len()));
+        for k in event_keys {
+            let _ = write!(s, "| {k} |");
+            for run in &median_runs {
+                let cell = run
+                    .and_then(|run| run.events.get(k))
+                    .map_or("–".into(), |n| n.to_string());
+                let _ = write!(s, " {cell} |");
+            }
+            let _ = writeln!(s);
+        }
     }
 
     // Server-side latency of the requests the operator sends, from the median run.

@@ -365,6 +365,33 @@ impl Availability {
 /// resolution), in seconds after `t0`: for each stage the (50%, 100%) times over
 /// the M services. Shows where the time goes: operator (Deployment/Service created),
 /// controller-manager (Pod created), scheduler (Pod scheduled), kwok (Pod Ready).
+/// Events in every namespace by "reporting component: reason" (objects, not their
+/// repeat counts: what `POST events` counted).
+pub async fn events_by_reason(client: &Client) -> anyhow::Result<BTreeMap<String, u64>> {
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    let mut out = BTreeMap::new();
+    let api = Api::<CoreEvent>::all(client.clone());
+    let mut lp = ListParams::default().limit(500);
+    loop {
+        let page = api.list(&lp).await?;
+        for e in &page.items {
+            let who = e
+                .reporting_component
+                .as_deref()
+                .filter(|c| !c.is_empty())
+                .or(e.source.as_ref().and_then(|s| s.component.as_deref()))
+                .unwrap_or("?");
+            let reason = e.reason.as_deref().unwrap_or("?");
+            *out.entry(format!("{who}: {reason}")).or_insert(0) += 1;
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(c) => lp = lp.continue_token(&c),
+            None => break,
+        }
+    }
+    Ok(out)
+}
+
 pub async fn stage_times(
     client: &Client,
     t0: k8s_openapi::jiff::Timestamp,

@@ -314,10 +314,22 @@ pub async fn bound_pvc(client: &Client, ns: &str, name: &str, host_path: &str) {
                  "resources": {"requests": {"storage": "10Gi"}}}
     }))
     .unwrap();
-    Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &pvc)
-        .await
-        .unwrap();
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns);
+    pvcs.create(&PostParams::default(), &pvc).await.unwrap();
+    // The PV controller binds the pair asynchronously; a service created before
+    // that sees a Pending claim (PVCNotBound) and its pod is unschedulable.
+    testkit::wait_until(
+        WAIT,
+        &format!("PersistentVolumeClaim {ns}/{name} to be Bound"),
+        || {
+            let pvcs = pvcs.clone();
+            async move {
+                let pvc = pvcs.get(name).await.ok()?;
+                (pvc.status?.phase.as_deref() == Some("Bound")).then_some(())
+            }
+        },
+    )
+    .await;
 }
 
 /// The condition of `type_`, as (status, reason, message).
