@@ -138,11 +138,14 @@ pub fn crd_files(repo: &Path, routed: bool) -> anyhow::Result<Vec<PathBuf>> {
 }
 
 /// The API server's `apiserver_request_total`, summed over codes, by "VERB resource[/sub]",
-/// and its `apiserver_request_duration_seconds` buckets by the same key.
+/// its `apiserver_request_duration_seconds` buckets by the same key, and the ClusterIP
+/// allocator's time (seconds, allocations): kube-apiserver allocates one ClusterIP at a
+/// time, so its busy share says whether Service creates wait for it.
 #[derive(Debug, Clone, Default)]
 pub struct ApiRequests(
     pub BTreeMap<String, f64>,
     pub BTreeMap<String, Vec<(f64, f64)>>,
+    pub (f64, f64),
 );
 
 fn request_key(s: &prom::Sample) -> String {
@@ -229,7 +232,18 @@ impl ApiRequests {
                 (k, v)
             })
             .collect();
-        ApiRequests(by, buckets)
+        let sum = |name: &str| {
+            samples
+                .iter()
+                .filter(|s| s.name == name)
+                .map(|s| s.value)
+                .sum::<f64>()
+        };
+        let allocator = (
+            sum("kube_apiserver_clusterip_allocator_allocation_duration_seconds_sum"),
+            sum("kube_apiserver_clusterip_allocator_allocation_duration_seconds_count"),
+        );
+        ApiRequests(by, buckets, allocator)
     }
 
     /// Server-side latency (p50, p99, count) of one "VERB resource" since `before`.
@@ -262,6 +276,7 @@ impl ApiRequests {
                 .filter(|(_, v)| *v > 0.0)
                 .collect(),
             BTreeMap::new(),
+            (self.2.0 - before.2.0, self.2.1 - before.2.1),
         )
     }
 
@@ -312,6 +327,7 @@ apiserver_request_duration_seconds_bucket{group="apps",resource="deployments",su
                 )
                 .collect(),
             BTreeMap::new(),
+            r.2,
         );
         let d = later.since(&r);
         assert_eq!(d.0.len(), 1);

@@ -820,6 +820,17 @@ fn availability_figures(avail: &Mutex<Availability>, t0: Instant, m: usize, r: &
 
 /// The API server's read and write rates over the run.
 fn api_rates(api: &ApiRequests, t_end: f64, f: &mut BTreeMap<String, f64>) {
+    let (alloc_s, allocs) = api.2;
+    if allocs > 0.0 {
+        f.insert(
+            "clusterip_allocation_mean_ms".into(),
+            1000.0 * alloc_s / allocs,
+        );
+        f.insert(
+            "clusterip_allocator_busy_pct".into(),
+            100.0 * alloc_s / t_end,
+        );
+    }
     f.insert(
         "apiserver_reads_per_s".into(),
         api.total(&READ_VERBS) / t_end,

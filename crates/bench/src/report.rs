@@ -150,6 +150,16 @@ pub const FIGURES: &[(&str, &str, usize)] = &[
         "API server writes/s during run (all clients)",
         1,
     ),
+    (
+        "clusterip_allocation_mean_ms",
+        "ClusterIP allocation, mean (ms; kube-apiserver does one at a time)",
+        1,
+    ),
+    (
+        "clusterip_allocator_busy_pct",
+        "ClusterIP allocator busy during run (%)",
+        0,
+    ),
     ("machine_busy_pct", "machine CPU busy during run (%)", 0),
     (
         "other_processes_cores",
