@@ -306,8 +306,11 @@ apiserver_request_total{code="200",resource="pods",subresource="",verb="LIST"} 1
 apiserver_request_duration_seconds_bucket{group="apps",resource="deployments",subresource="",verb="GET",le="0.01"} 6
 apiserver_request_duration_seconds_bucket{group="apps",resource="deployments",subresource="",verb="GET",le="0.1"} 7
 apiserver_request_duration_seconds_bucket{group="apps",resource="deployments",subresource="",verb="GET",le="+Inf"} 7
+kube_apiserver_clusterip_allocator_allocation_duration_seconds_sum{cidr="198.19.0.0/16"} 1.5
+kube_apiserver_clusterip_allocator_allocation_duration_seconds_count{cidr="198.19.0.0/16"} 30
 "#;
         let r = ApiRequests::from_samples(&prom::parse(text));
+        assert_eq!(r.2, (1.5, 30.0));
         assert_eq!(r.get("GET deployments"), 7.0);
         assert_eq!(r.get("APPLY vllmservices/status"), 3.0);
         assert_eq!(r.total(&READ_VERBS), 8.0);
@@ -327,9 +330,10 @@ apiserver_request_duration_seconds_bucket{group="apps",resource="deployments",su
                 )
                 .collect(),
             BTreeMap::new(),
-            r.2,
+            (2.0, 40.0),
         );
         let d = later.since(&r);
+        assert_eq!(d.2, (0.5, 10.0));
         assert_eq!(d.0.len(), 1);
         assert_eq!(d.get("GET deployments"), 3.0);
     }
