@@ -249,6 +249,41 @@ fn median_of_key(
 }
 
 /// The run whose time to 100% Available is the median one (the lower middle for even counts).
+/// A table with one column per size (its median run) and one row per key that any of
+/// those runs has, sorted; nothing when none has any. True when it wrote the table
+/// (whose last row the caller may follow with one of its own).
+fn keyed_table<'a>(
+    s: &mut String,
+    sizes: &[SizeResult],
+    median_runs: &[Option<&'a RunResult>],
+    title: &str,
+    keys: impl Fn(&'a RunResult) -> Vec<&'a String>,
+    row_label: impl Fn(&str) -> String,
+    cell: impl Fn(&'a RunResult, &str) -> Option<String>,
+) -> bool {
+    let mut all: Vec<&String> = median_runs.iter().flatten().flat_map(|r| keys(r)).collect();
+    all.sort();
+    all.dedup();
+    if all.is_empty() {
+        return false;
+    }
+    let _ = write!(s, "\n| {title} |");
+    for size in sizes {
+        let _ = write!(s, " M = {} |", size.m);
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(s, "|---|{}", "---|".repeat(sizes.len()));
+    for k in all {
+        let _ = write!(s, "| {} |", row_label(k));
+        for run in median_runs {
+            let c = run.and_then(|run| cell(run, k)).unwrap_or("–".into());
+            let _ = write!(s, " {c} |");
+        }
+        let _ = writeln!(s);
+    }
+    true
+}
+
 fn median_run(size: &SizeResult) -> Option<&RunResult> {
     let mut runs: Vec<&RunResult> = size.runs.iter().collect();
     runs.sort_by(|a, b| {
@@ -513,34 +548,16 @@ pub fn markdown(r: &Report) -> String {
 
     // Where the time goes, from the median run.
     let median_runs: Vec<Option<&RunResult>> = r.sizes.iter().map(median_run).collect();
-    let mut stage_keys: Vec<&String> = median_runs
-        .iter()
-        .flatten()
-        .flat_map(|run| run.stages.keys())
-        .collect();
-    stage_keys.sort();
-    stage_keys.dedup();
-    if !stage_keys.is_empty() {
-        let _ = write!(
-            s,
-            "\n| stage reached by 50% / 100% of services (s after first create; 1 s resolution), median run |"
-        );
-        for size in &r.sizes {
-            let _ = write!(s, " M = {} |", size.m);
-        }
-        let _ = writeln!(s);
-        let _ = writeln!(s, "|---|{}", "---|".repeat(r.sizes.len()));
-        for k in stage_keys {
-            let _ = write!(s, "| {} |", k.split_once(' ').map_or(k.as_str(), |x| x.1));
-            for run in &median_runs {
-                let cell = run
-                    .and_then(|run| run.stages.get(k))
-                    .map(|(a, b)| format!("{a:.0} / {b:.0}"))
-                    .unwrap_or("–".into());
-                let _ = write!(s, " {cell} |");
-            }
-            let _ = writeln!(s);
-        }
+    let stages = keyed_table(
+        &mut s,
+        &r.sizes,
+        &median_runs,
+        "stage reached by 50% / 100% of services (s after first create; 1 s resolution), median run",
+        |run| run.stages.keys().collect(),
+        |k| k.split_once(' ').map_or(k, |x| x.1).to_string(),
+        |run, k| run.stages.get(k).map(|(a, b)| format!("{a:.0} / {b:.0}")),
+    );
+    if stages {
         let _ = write!(s, "| Available (watch) |");
         for run in &median_runs {
             let cell = run
@@ -555,62 +572,30 @@ pub fn markdown(r: &Report) -> String {
     }
 
     // Who wrote the events, from the median run.
-    let mut event_keys: Vec<&String> = median_runs
-        .iter()
-        .flatten()
-        .flat_map(|run| run.events.keys())
-        .collect();
-    event_keys.sort();
-    event_keys.dedup();
-    if !event_keys.is_empty() {
-        let _ = write!(s, "\n| events after the run (objects), median run |");
-        for size in &r.sizes {
-            let _ = write!(s, " M = {} |", size.m);
-        }
-        let _ = writeln!(s);
-        let _ = writeln!(s, "|---|{}", "---|".repeat(r.sizes.len()));
-        for k in event_keys {
-            let _ = write!(s, "| {k} |");
-            for run in &median_runs {
-                let cell = run
-                    .and_then(|run| run.events.get(k))
-                    .map_or("–".into(), |n| n.to_string());
-                let _ = write!(s, " {cell} |");
-            }
-            let _ = writeln!(s);
-        }
-    }
+    keyed_table(
+        &mut s,
+        &r.sizes,
+        &median_runs,
+        "events after the run (objects), median run",
+        |run| run.events.keys().collect(),
+        str::to_string,
+        |run, k| run.events.get(k).map(u64::to_string),
+    );
 
     // Server-side latency of the requests the operator sends, from the median run.
-    let mut lat_keys: Vec<&String> = median_runs
-        .iter()
-        .flatten()
-        .flat_map(|run| run.apiserver_latency_ms.keys())
-        .collect();
-    lat_keys.sort();
-    lat_keys.dedup();
-    if !lat_keys.is_empty() {
-        let _ = write!(
-            s,
-            "\n| API server latency p50 / p99 (ms), run with the median t100 |"
-        );
-        for size in &r.sizes {
-            let _ = write!(s, " M = {} |", size.m);
-        }
-        let _ = writeln!(s);
-        let _ = writeln!(s, "|---|{}", "---|".repeat(r.sizes.len()));
-        for k in lat_keys {
-            let _ = write!(s, "| `{k}` |");
-            for run in &median_runs {
-                let cell = run
-                    .and_then(|run| run.apiserver_latency_ms.get(k))
-                    .map(|(p50, p99, n)| format!("{p50:.0} / {p99:.0} ({n:.0} req)"))
-                    .unwrap_or("–".into());
-                let _ = write!(s, " {cell} |");
-            }
-            let _ = writeln!(s);
-        }
-    }
+    keyed_table(
+        &mut s,
+        &r.sizes,
+        &median_runs,
+        "API server latency p50 / p99 (ms), run with the median t100",
+        |run| run.apiserver_latency_ms.keys().collect(),
+        |k| format!("`{k}`"),
+        |run, k| {
+            run.apiserver_latency_ms
+                .get(k)
+                .map(|(p50, p99, n)| format!("{p50:.0} / {p99:.0} ({n:.0} req)"))
+        },
+    );
 
     // Steady and restart writes, spelled out when any.
     for size in &r.sizes {
@@ -670,6 +655,48 @@ mod tests {
         // Memory: 20 MiB + 35 MiB per 1000 services.
         let mem = [(0.1, 23.5), (1.0, 55.0), (3.0, 125.0)];
         assert!((linear_slope(&mem).unwrap() - 35.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn keyed_tables_have_a_row_per_key_of_any_run_and_a_dash_where_one_lacks_it() {
+        let run = |events: &[(&str, u64)]| RunResult {
+            events: events.iter().map(|(k, n)| (k.to_string(), *n)).collect(),
+            ..RunResult::default()
+        };
+        let (a, b) = (run(&[("b: Two", 2), ("a: One", 1)]), run(&[("b: Two", 3)]));
+        let sizes = [100, 1000].map(|m| SizeResult {
+            m,
+            runs: vec![],
+            summary: BTreeMap::new(),
+        });
+        let mut s = String::new();
+        let wrote = keyed_table(
+            &mut s,
+            &sizes,
+            &[Some(&a), Some(&b)],
+            "events",
+            |r| r.events.keys().collect(),
+            |k| format!("`{k}`"),
+            |r, k| r.events.get(k).map(u64::to_string),
+        );
+        assert!(wrote);
+        assert_eq!(
+            s,
+            "\n| events | M = 100 | M = 1000 |\n|---|---|---|\n\
+             | `a: One` | 1 | – |\n| `b: Two` | 2 | 3 |\n"
+        );
+        let mut empty = String::new();
+        let none = run(&[]);
+        assert!(!keyed_table(
+            &mut empty,
+            &sizes,
+            &[Some(&none), None],
+            "events",
+            |r| r.events.keys().collect(),
+            str::to_string,
+            |r, k| r.events.get(k).map(u64::to_string),
+        ));
+        assert!(empty.is_empty());
     }
 
     #[test]
