@@ -248,7 +248,6 @@ fn median_of_key(
     median(&mut v).unwrap_or(0.0)
 }
 
-/// The run whose time to 100% Available is the median one (the lower middle for even counts).
 /// A table with one column per size (its median run) and one row per key that any of
 /// those runs has, sorted; nothing when none has any. True when it wrote the table
 /// (whose last row the caller may follow with one of its own).
@@ -284,6 +283,7 @@ fn keyed_table<'a>(
     true
 }
 
+/// The run whose time to 100% Available is the median one (the lower middle for even counts).
 fn median_run(size: &SizeResult) -> Option<&RunResult> {
     let mut runs: Vec<&RunResult> = size.runs.iter().collect();
     runs.sort_by(|a, b| {
