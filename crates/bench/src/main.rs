@@ -623,17 +623,27 @@ async fn one_run(
         g.abort();
     }
     // Read last: the lists must not disturb the measured windows.
-    match workload::stage_times(&client, t0_wall).await {
-        Ok(stages) => r.stages = stages,
-        Err(e) => log(format!("reading the stage timestamps failed: {e}")),
-    }
-    match workload::events_by_reason(&client).await {
-        Ok(events) => r.events = events,
-        Err(e) => log(format!("counting the events failed: {e}")),
-    }
+    read_last(&client, t0_wall, &mut r).await;
     finish_profile(profile).await;
     cluster.down()?;
     Ok(r)
+}
+
+/// What a run reads after its measured windows (the lists must not disturb them): the
+/// stage timestamps of the objects and the cluster's events.
+async fn read_last(
+    client: &kube::Client,
+    t0_wall: k8s_openapi::jiff::Timestamp,
+    r: &mut RunResult,
+) {
+    match workload::stage_times(client, t0_wall).await {
+        Ok(stages) => r.stages = stages,
+        Err(e) => log(format!("reading the stage timestamps failed: {e}")),
+    }
+    match workload::events_by_reason(client).await {
+        Ok(events) => r.events = events,
+        Err(e) => log(format!("counting the events failed: {e}")),
+    }
 }
 
 /// Starts recording kube-apiserver's CPU profile if asked (`--apiserver-profile-seconds`).
@@ -800,8 +810,10 @@ impl Run {
     }
 }
 
-/// t50/t90/t100 from when each object was first seen Available; the reasons of
-/// those that never were.
+/// t50/t90/t100 from when each object was first seen Available, and not before the
+/// harness had created that many (the direct variant's Deployments can be Available
+/// before its last Services exist; the operator creates both before it writes a
+/// status); the reasons of those that never were.
 fn availability_figures(avail: &Mutex<Availability>, t0: Instant, m: usize, r: &mut RunResult) {
     let a = avail.lock().expect("availability lock");
     let mut times: Vec<f64> = a
@@ -813,7 +825,13 @@ fn availability_figures(avail: &Mutex<Availability>, t0: Instant, m: usize, r: &
     for (key, q) in [("t50_s", 0.5), ("t90_s", 0.9), ("t100_s", 1.0)] {
         let needed = ((m as f64) * q).ceil() as usize;
         if needed >= 1 && times.len() >= needed {
-            r.figures.insert(key.into(), times[needed - 1]);
+            let created_by = r
+                .timeline
+                .iter()
+                .find(|(_, created, _)| *created >= needed as u64)
+                .map_or(0.0, |(t, _, _)| *t);
+            r.figures
+                .insert(key.into(), times[needed - 1].max(created_by));
         }
     }
     if !r.converged {
@@ -974,20 +992,6 @@ async fn direct_run(
             "creating the Deployments and Services",
         )
         .await?;
-    // A service is done when its Deployment is Available and its Service exists
-    // (the operator creates both before it writes a status): not before the
-    // harness had created that many.
-    for (key, q) in [("t50_s", 0.5), ("t90_s", 0.9), ("t100_s", 1.0)] {
-        let needed = ((m as f64) * q).ceil() as u64;
-        let created_by = r
-            .timeline
-            .iter()
-            .find(|(_, created, _)| *created >= needed)
-            .map(|(t, _, _)| *t);
-        if let (Some(t), Some(v)) = (created_by, r.figures.get_mut(key)) {
-            *v = v.max(t);
-        }
-    }
     let api = api_after.since(&api_before);
     api_rates(&api, t_end, &mut r.figures);
     // The harness's creates stand in for the operator's writes.
@@ -1007,14 +1011,7 @@ async fn direct_run(
     r.figures.insert("steady_writes".into(), 0.0);
     r.figures.insert("restart_writes".into(), 0.0);
     watch.abort();
-    match workload::stage_times(&client, t0_wall).await {
-        Ok(stages) => r.stages = stages,
-        Err(e) => log(format!("reading the stage timestamps failed: {e}")),
-    }
-    match workload::events_by_reason(&client).await {
-        Ok(events) => r.events = events,
-        Err(e) => log(format!("counting the events failed: {e}")),
-    }
+    read_last(&client, t0_wall, &mut r).await;
     finish_profile(profile).await;
     cluster.down()?;
     Ok(r)
