@@ -1,9 +1,10 @@
 //! Kubernetes Events about a VLLMService: one naming the children a reconcile
-//! created, one per child updated or deleted, one when it turns Degraded or
-//! Available, one when it starts failing.
+//! created, one per child updated or deleted, one when it turns Degraded (it
+//! starts failing), one when it turns Available from a written status that
+//! said otherwise.
 //! Best effort: a failure to publish is logged, not retried.
 
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::{api::core::v1::ObjectReference, apimachinery::pkg::apis::meta::v1::Condition};
 use kube::{
     Resource, ResourceExt,
     runtime::events::{Event, EventType},
@@ -112,28 +113,119 @@ pub async fn children_created(ctx: &Context, vs: &VLLMService, children: &[Objec
     .await;
 }
 
-/// Announces transitions between two statuses: a Warning when Degraded turns
-/// True or changes its reason, a Normal event when Available turns True.
+/// Announces transitions between two statuses (see [`transitions`]).
 pub async fn announce_transitions(
     ctx: &Context,
     vs: &VLLMService,
     before: Option<&VLLMServiceStatus>,
     next: &VLLMServiceStatus,
 ) {
-    let find = |s: Option<&VLLMServiceStatus>, t: &str| {
-        s.and_then(|s| s.conditions.iter().find(|c| c.type_ == t).cloned())
-    };
+    for t in transitions(before, next) {
+        publish(ctx, vs, t.type_, &t.reason, &t.note, None).await;
+    }
+}
+
+/// An event a status change calls for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transition {
+    pub type_: EventType,
+    pub reason: String,
+    pub note: String,
+}
+
+/// The events a status write from `before` (None: the object had no status)
+/// to `next` calls for, pure: a Warning when Degraded turns True or changes
+/// its reason (also in a first status), and a Normal event when Available
+/// turns True from a written status that said otherwise. A new service whose
+/// first status is already Available gets no Available event: nothing in
+/// its history turned, its status says it, and its "created" event is
+/// seconds older (the settle window); it saves one write per service.
+pub fn transitions(
+    before: Option<&VLLMServiceStatus>,
+    next: &VLLMServiceStatus,
+) -> Vec<Transition> {
+    fn find<'a>(s: Option<&'a VLLMServiceStatus>, t: &str) -> Option<&'a Condition> {
+        s.and_then(|s| s.conditions.iter().find(|c| c.type_ == t))
+    }
+    let mut out = Vec::new();
     if let Some(d) = find(Some(next), ct::DEGRADED) {
         let prev = find(before, ct::DEGRADED);
-        let changed = prev.as_ref().map(|p| (&p.status, &p.reason)) != Some((&d.status, &d.reason));
+        let changed = prev.map(|p| (&p.status, &p.reason)) != Some((&d.status, &d.reason));
         if d.status == Status::True.as_str() && changed {
-            publish(ctx, vs, EventType::Warning, &d.reason, &d.message, None).await;
+            out.push(Transition {
+                type_: EventType::Warning,
+                reason: d.reason.clone(),
+                note: d.message.clone(),
+            });
         }
     }
-    if let Some(a) = find(Some(next), ct::AVAILABLE) {
-        let prev = find(before, ct::AVAILABLE).map(|p| p.status);
-        if a.status == Status::True.as_str() && prev.as_deref() != Some("True") {
-            publish(ctx, vs, EventType::Normal, "Available", &a.message, None).await;
+    if let (Some(a), Some(before)) = (find(Some(next), ct::AVAILABLE), before) {
+        let prev = find(Some(before), ct::AVAILABLE).map(|p| p.status.as_str());
+        if a.status == Status::True.as_str() && prev != Some(Status::True.as_str()) {
+            out.push(Transition {
+                type_: EventType::Normal,
+                reason: "Available".into(),
+                note: a.message.clone(),
+            });
         }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn status(available: &str, degraded: (&str, &str)) -> VLLMServiceStatus {
+        serde_json::from_value(json!({"conditions": [
+            {"type": "Available", "status": available, "reason": "R", "message": "1/1 ready",
+             "lastTransitionTime": "2026-12-04T00:00:00Z"},
+            {"type": "Degraded", "status": degraded.0, "reason": degraded.1,
+             "message": "the model path does not exist",
+             "lastTransitionTime": "2026-12-04T00:00:00Z"}]}))
+        .unwrap()
+    }
+
+    fn reasons(t: &[Transition]) -> Vec<&str> {
+        t.iter().map(|t| t.reason.as_str()).collect()
+    }
+
+    #[test]
+    fn a_first_status_that_is_available_announces_nothing_a_turn_to_available_does() {
+        let ok = status("True", ("False", "AsExpected"));
+        let pending = status("False", ("False", "AsExpected"));
+        assert!(transitions(None, &ok).is_empty(), "first status, Available");
+        assert!(
+            transitions(None, &pending).is_empty(),
+            "first status, Pending"
+        );
+        let turned = transitions(Some(&pending), &ok);
+        assert_eq!(reasons(&turned), ["Available"]);
+        assert_eq!(
+            (turned[0].type_, turned[0].note.as_str()),
+            (EventType::Normal, "1/1 ready")
+        );
+        assert!(transitions(Some(&ok), &ok).is_empty(), "still Available");
+    }
+
+    #[test]
+    fn degraded_is_announced_when_it_turns_true_or_changes_reason_also_in_a_first_status() {
+        let failing = status("False", ("True", "ModelNotFound"));
+        let other = status("False", ("True", "OutOfMemory"));
+        let ok = status("True", ("False", "AsExpected"));
+        let first = transitions(None, &failing);
+        assert_eq!(reasons(&first), ["ModelNotFound"]);
+        assert_eq!(first[0].type_, EventType::Warning);
+        assert!(transitions(Some(&failing), &failing).is_empty());
+        assert_eq!(
+            reasons(&transitions(Some(&failing), &other)),
+            ["OutOfMemory"]
+        );
+        assert_eq!(reasons(&transitions(Some(&failing), &ok)), ["Available"]);
+        assert_eq!(
+            reasons(&transitions(Some(&ok), &failing)),
+            ["ModelNotFound"]
+        );
     }
 }

@@ -526,6 +526,8 @@ async fn a_new_services_first_status_waits_for_its_pods_but_not_for_a_failure() 
         env.operator.metrics.status_writes_held.get() >= 1,
         "no reconcile held the first status"
     );
+    // Its events: the children created, and no separate Available (nothing turned).
+    assert_eq!(event_reasons(&env, "quick").await, ["Created"]);
 
     let mut greedy = gpu_service("greedy", "models");
     greedy["spec"]["resources"] = json!({"limits": {"nvidia.com/gpu": "9"}});
@@ -553,7 +555,35 @@ async fn a_new_services_first_status_waits_for_its_pods_but_not_for_a_failure() 
         "without the window the first stored status is Pending: {phases:#?}"
     );
     assert_eq!(env.operator.metrics.status_writes_held.get(), 0);
+    // Pending was written, so turning Available is announced.
+    assert_eq!(event_reasons(&env, "quick").await, ["Available", "Created"]);
     env.operator.stop().await;
+}
+
+/// The sorted reasons of the events about VLLMService `name`, read once the
+/// operator has no reconcile in flight (a reconcile publishes its events
+/// before it ends, so none of the reconciles seen so far has one pending).
+async fn event_reasons(env: &Env, name: &str) -> Vec<String> {
+    wait_until(common::WAIT, "the operator's reconciles to end", || async {
+        (env.operator.metrics.reconciles_in_flight.get() == 0).then_some(())
+    })
+    .await;
+    let events = env
+        .api::<Event>()
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let mut reasons: Vec<String> = events
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                && e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("VLLMService")
+        })
+        .filter_map(|e| e.reason)
+        .collect();
+    reasons.sort();
+    reasons
 }
 
 #[tokio::test]
