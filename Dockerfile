@@ -4,7 +4,8 @@
 #   docker build -t ghcr.io/example/vllmservice-operator:0.1.0 .
 #
 # The binary links jemalloc, built from source by tikv-jemalloc-sys (make and
-# musl-gcc, both in this stage).
+# musl-gcc, both in this stage), and is built with the `dist` profile (Cargo.toml:
+# whole-program LTO, one codegen unit; BENCHMARKS.md measures it).
 #
 # Multi-arch: the build stage runs on the target platform and builds for
 # `$(uname -m)-unknown-linux-musl` (x86_64 or aarch64).
@@ -22,8 +23,8 @@ COPY crates ./crates
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     target="$(uname -m)-unknown-linux-musl" \
- && cargo build --release --locked --target "$target" -p vllmservice-operator \
- && install -D -m 0755 "target/$target/release/vllmservice-operator" /out/vllmservice-operator \
+ && cargo build --profile dist --locked --target "$target" -p vllmservice-operator \
+ && install -D -m 0755 "target/$target/dist/vllmservice-operator" /out/vllmservice-operator \
  && ! (ldd /out/vllmservice-operator 2>&1 | grep -q '=>')
 
 FROM gcr.io/distroless/static-debian12:nonroot

@@ -8,7 +8,7 @@
 #
 # For every size and run it starts a fresh local cluster in target/cluster-bench
 # (never the tests' target/cluster) with 100 kwok nodes, installs the CRDs, runs
-# the release operator binary as its own process exactly as users do, creates the
+# the operator binary as it ships (the dist profile) as its own process, creates the
 # VLLMServices and measures; the cluster is stopped at the end. Results:
 # bench/results-<timestamp>.json, bench/available-<timestamp>.png and a section
 # appended to BENCHMARKS.md.
@@ -37,8 +37,8 @@ if ! "$venv/bin/python" -c 'import matplotlib' >/dev/null 2>&1; then
   "$venv/bin/pip" install --quiet --disable-pip-version-check 'matplotlib>=3.8,<4'
 fi
 
-echo "== building the operator as users do: cargo build --release -p vllmservice-operator" >&2
-cargo build --release -p vllmservice-operator
+echo "== building the operator as it ships: cargo build --profile dist -p vllmservice-operator" >&2
+cargo build --profile dist -p vllmservice-operator
 echo "== building the harness" >&2
 cargo build --release -p bench
 echo "== local control plane binaries (cached per machine)" >&2

@@ -72,8 +72,8 @@ struct Args {
     /// Give up on convergence after this many seconds (default 180 + 0.6 s per service).
     #[arg(long)]
     timeout_seconds: Option<u64>,
-    /// The operator binary (built with `cargo build --release -p vllmservice-operator`).
-    #[arg(long, default_value = "target/release/vllmservice-operator")]
+    /// The operator binary (built as it ships: `cargo build --profile dist -p vllmservice-operator`).
+    #[arg(long, default_value = "target/dist/vllmservice-operator")]
     operator_bin: PathBuf,
     /// An extra argument for `vllmservice-operator run` (repeatable), e.g.
     /// `--operator-arg=--concurrency=64`.
@@ -140,7 +140,7 @@ async fn main() -> anyhow::Result<()> {
     let operator_bin = repo.join(&args.operator_bin);
     anyhow::ensure!(
         operator_bin.exists(),
-        "{operator_bin:?} is missing: cargo build --release -p vllmservice-operator"
+        "{operator_bin:?} is missing: cargo build --profile dist -p vllmservice-operator"
     );
     let routed = args.variant == Variant::Routed;
     let timestamp = args.timestamp.clone().unwrap_or_else(|| {
