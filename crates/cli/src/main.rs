@@ -76,6 +76,16 @@ struct RunArgs {
     /// VLLMServices reconciled at once.
     #[arg(long, env = "VLLM_OPERATOR_CONCURRENCY", default_value_t = 16)]
     concurrency: u16,
+    /// Threads that run the controller: 1 runs everything on one thread (the
+    /// least CPU, BENCHMARKS.md); more spread reconciles and watch parsing over
+    /// that many threads.
+    #[arg(
+        long,
+        env = "VLLM_OPERATOR_WORKER_THREADS",
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u16).range(1..=256)
+    )]
+    worker_threads: u16,
     /// Re-check every VLLMService this often even without events, in seconds.
     #[arg(long, env = "VLLM_OPERATOR_RESYNC_SECONDS", default_value_t = 300)]
     resync_seconds: u64,
@@ -172,11 +182,37 @@ fn prometheus_address(s: &str) -> Result<String, String> {
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-#[tokio::main]
-async fn main() {
-    if let Err(e) = dispatch(Cli::parse().command).await {
+fn main() {
+    let cli = Cli::parse();
+    let threads = match &cli.command {
+        Command::Run(args) => usize::from(args.worker_threads),
+        _ => 1,
+    };
+    let result = runtime(threads)
+        .map_err(anyhow::Error::from)
+        .and_then(|rt| rt.block_on(dispatch(cli.command)));
+    if let Err(e) = result {
         eprintln!("error: {e:#}");
         std::process::exit(1);
+    }
+}
+
+/// The async runtime: by default everything on one thread (tokio's
+/// current-thread scheduler). The operator's work is many small steps that
+/// wait for the API server; on two workers a sixth of its CPU went to waking
+/// and parking threads (futex, context switches), and one thread converges
+/// 1,000 VLLMServices with less CPU in the same time (BENCHMARKS.md, "Eighth
+/// step"). `--worker-threads N` spreads the work over N threads.
+fn runtime(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    if threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .enable_all()
+            .build()
     }
 }
 
@@ -684,5 +720,28 @@ mod tests {
         // Once it leads, it is ready only when its caches are synced.
         role.set(Role::LEADER);
         assert_eq!(get(addr, "/readyz").await.0, 503);
+    }
+
+    #[test]
+    fn the_controller_runs_on_one_thread_unless_told_otherwise() {
+        let run = |args: &[&str]| match Cli::try_parse_from(
+            ["vllmservice-operator", "run"].iter().chain(args),
+        ) {
+            Ok(Cli {
+                command: Command::Run(a),
+            }) => Ok(a.worker_threads),
+            Ok(_) => panic!("not run"),
+            Err(e) => Err(e.to_string()),
+        };
+        assert_eq!(run(&[]), Ok(1));
+        assert_eq!(run(&["--worker-threads", "4"]), Ok(4));
+        let refused = run(&["--worker-threads", "0"]).unwrap_err();
+        assert!(refused.contains("--worker-threads"), "{refused}");
+        assert!(refused.contains("1..=256"), "{refused}");
+
+        use tokio::runtime::RuntimeFlavor;
+        let flavor = |n| runtime(n).unwrap().handle().runtime_flavor();
+        assert_eq!(flavor(1), RuntimeFlavor::CurrentThread);
+        assert_eq!(flavor(2), RuntimeFlavor::MultiThread);
     }
 }
