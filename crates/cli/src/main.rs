@@ -199,10 +199,10 @@ fn main() {
 
 /// The async runtime: by default everything on one thread (tokio's
 /// current-thread scheduler). The operator's work is many small steps that
-/// wait for the API server; on two workers a sixth of its CPU went to waking
-/// and parking threads (futex, context switches), and one thread converges
-/// 1,000 VLLMServices with less CPU in the same time (BENCHMARKS.md, "Eighth
-/// step"). `--worker-threads N` spreads the work over N threads.
+/// wait for the API server; on two workers a quarter of its CPU went to
+/// waking and parking threads (futex, context switches), and one thread
+/// converges 1,000 VLLMServices with less CPU, no slower (BENCHMARKS.md,
+/// "Eighth step"). `--worker-threads N` spreads the work over N threads.
 fn runtime(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
     if threads <= 1 {
         tokio::runtime::Builder::new_current_thread()
