@@ -179,6 +179,7 @@ fn prometheus_address(s: &str) -> Result<String, String> {
 /// 9.1 s) for the same memory (BENCHMARKS.md, "Allocator"): a watch-driven
 /// process that parses and drops many small JSON objects spends a quarter of
 /// its time in malloc and free.
+#[cfg(feature = "jemalloc")]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

@@ -12,18 +12,44 @@
 //!
 //! The metadata stays parsed because the watch machinery (the reflector's
 //! keys, owner references, labels) reads it from every object.
+//!
+//! The text is held compressed (LZ4, `lz4_flex`'s block format) against a
+//! dictionary per kind: the text of the first object of that kind the
+//! process held that is typical of its cache ([`Held`]). The children of
+//! VLLMServices are made by one builder and differ in names, hashes, images
+//! and numbers, so a Deployment's ~2.7 KB of text take ~0.1–0.3 KB beside
+//! the dictionary (~1.7 KB with LZ4 alone); an object unlike the dictionary
+//! still compresses as LZ4 alone would. A reconcile's read decompresses the
+//! few objects it parses (under a microsecond each); a watch event
+//! compresses one (about a microsecond). BENCHMARKS.md, "Ninth step".
 
-use std::{borrow::Cow, collections::BTreeMap, fmt, marker::PhantomData};
+use std::{
+    any::TypeId,
+    borrow::Cow,
+    collections::BTreeMap,
+    fmt,
+    marker::PhantomData,
+    sync::{Mutex, PoisonError},
+};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::{
+    api::{
+        apps::v1::Deployment,
+        batch::v1::Job,
+        core::v1::{PersistentVolumeClaim, Pod, Service},
+        policy::v1::PodDisruptionBudget,
+    },
+    apimachinery::pkg::apis::meta::v1::ObjectMeta,
+};
 use kube::Resource;
 use serde::{
     Deserialize,
     de::{self, DeserializeOwned, Deserializer, IgnoredAny, MapAccess, Visitor},
 };
 use serde_json::value::RawValue;
+use vllmservice_api::VLLMService;
 
-use crate::slim::Key;
+use crate::{names, slim::Key};
 
 /// A `K` held as its parsed metadata and the JSON text of its other fields.
 pub struct Compact<K> {
@@ -31,12 +57,12 @@ pub struct Compact<K> {
     /// A JSON object with every top-level field but `apiVersion` and `kind`
     /// (in practice `spec` and `status`), as the API server sent them, and an
     /// empty `metadata` (types derived by kube require one; [`Compact::expand`]
-    /// puts the parsed one in its place).
-    rest: Box<str>,
+    /// puts the parsed one in its place); compressed ([`pack`]).
+    rest: Box<[u8]>,
     kind: PhantomData<fn() -> K>,
 }
 
-impl<K: Resource<DynamicType = ()> + DeserializeOwned> Compact<K> {
+impl<K: Resource<DynamicType = ()> + DeserializeOwned + Held> Compact<K> {
     /// The whole object. Fails only if the text the API server sent for
     /// the object's fields does not parse as `K`'s (a server or type bug).
     pub fn expand(&self) -> Result<K, Unparsable> {
@@ -49,29 +75,34 @@ impl<K: Resource<DynamicType = ()> + DeserializeOwned> Compact<K> {
     /// without building them): cheaper than [`Compact::expand`] when a caller
     /// reads a few fields. `P`'s metadata, if it has one, is empty.
     pub fn project<P: DeserializeOwned>(&self) -> Result<P, Unparsable> {
-        serde_json::from_str(&self.rest).map_err(|source| Unparsable {
-            object: format!(
-                "{} {}/{}",
-                K::kind(&()),
-                self.metadata.namespace.as_deref().unwrap_or_default(),
-                self.metadata.name.as_deref().unwrap_or_default()
-            ),
-            source,
-        })
+        unpack::<K>(&self.rest)
+            .and_then(|text| serde_json::from_slice(&text))
+            .map_err(|source| Unparsable {
+                object: format!(
+                    "{} {}/{}",
+                    K::kind(&()),
+                    self.metadata.namespace.as_deref().unwrap_or_default(),
+                    self.metadata.name.as_deref().unwrap_or_default()
+                ),
+                source,
+            })
     }
 }
 
-impl<K> Compact<K> {
+impl<K: Held> Compact<K> {
     /// Drops the top-level `field` (e.g. a Pod's `spec`, which no reconcile
     /// reads) from what is held. Kept whole if its text is not a plain map.
     pub fn without(&mut self, field: &str) {
-        let Ok(fields) = serde_json::from_str::<BTreeMap<&str, &RawValue>>(&self.rest) else {
+        let Ok(text) = unpack::<K>(&self.rest) else {
+            return;
+        };
+        let Ok(fields) = serde_json::from_slice::<BTreeMap<&str, &RawValue>>(&text) else {
             return;
         };
         if !fields.contains_key(field) {
             return;
         }
-        let mut rest = String::with_capacity(self.rest.len());
+        let mut rest = String::with_capacity(text.len());
         rest.push('{');
         for (key, value) in fields.into_iter().filter(|(k, _)| *k != field) {
             if rest.len() > 1 {
@@ -80,8 +111,95 @@ impl<K> Compact<K> {
             push_field(&mut rest, key, value);
         }
         rest.push('}');
-        self.rest = rest.into_boxed_str();
+        self.rest = pack::<K>(&rest, false);
     }
+}
+
+/// Which objects of a kind may become its dictionary: one like those its
+/// cache holds.
+pub trait Held: 'static {
+    /// Whether an object with this metadata is typical of the cache. Every
+    /// object by default (the caches that are label-selected, or hold all).
+    fn typical(_meta: &ObjectMeta) -> bool {
+        true
+    }
+}
+
+impl Held for VLLMService {}
+impl Held for Deployment {}
+impl Held for Service {}
+impl Held for PersistentVolumeClaim {}
+impl Held for PodDisruptionBudget {}
+impl Held for Job {}
+
+/// Pods: with GPU accounting one watch sees every pod in the cluster, and
+/// the cache keeps the operator's.
+impl Held for Pod {
+    fn typical(meta: &ObjectMeta) -> bool {
+        meta.labels
+            .as_ref()
+            .and_then(|l| l.get(names::MANAGED_BY_LABEL))
+            .is_some_and(|v| v == names::MANAGED_BY_VALUE)
+    }
+}
+
+/// Whether a packed text was compressed against its kind's dictionary.
+const PLAIN: u8 = 0;
+const AGAINST_DICTIONARY: u8 = 1;
+
+/// The held form of an object's text: a byte saying whether it was
+/// compressed against `K`'s dictionary ([`dictionary`]; `seed` lets this text
+/// become it when there is none yet), the text's length (u32, little-endian),
+/// and the LZ4 block.
+fn pack<K: Held>(text: &str, seed: bool) -> Box<[u8]> {
+    let dictionary = dictionary::<K>(seed.then_some(text));
+    let input = text.as_bytes();
+    let mut out = vec![0; 5 + lz4_flex::block::get_maximum_output_size(input.len())];
+    out[0] = if dictionary.is_empty() {
+        PLAIN
+    } else {
+        AGAINST_DICTIONARY
+    };
+    let length = u32::try_from(input.len()).expect("an object's text is less than 4 GiB");
+    out[1..5].copy_from_slice(&length.to_le_bytes());
+    let written = lz4_flex::block::compress_into_with_dict(input, &mut out[5..], dictionary)
+        .expect("the output has the maximum size");
+    out.truncate(5 + written);
+    out.into_boxed_slice()
+}
+
+/// The text [`pack`] compressed. Fails only on bytes that `pack` did not make.
+fn unpack<K: Held>(packed: &[u8]) -> Result<Vec<u8>, serde_json::Error> {
+    let broken = || de::Error::custom("not a packed text");
+    let (&flag, rest) = packed.split_first().ok_or_else(broken)?;
+    let (length, block) = rest.split_first_chunk::<4>().ok_or_else(broken)?;
+    let length = usize::try_from(u32::from_le_bytes(*length)).map_err(|_| broken())?;
+    let dictionary = match flag {
+        PLAIN => &[][..],
+        AGAINST_DICTIONARY => dictionary::<K>(None),
+        _ => return Err(broken()),
+    };
+    lz4_flex::block::decompress_with_dict(block, length, dictionary).map_err(de::Error::custom)
+}
+
+/// Each kind's dictionary, set once and never changed (what was compressed
+/// against it is decompressed against it): at most one per cached kind.
+static DICTIONARIES: Mutex<Vec<(TypeId, &'static [u8])>> = Mutex::new(Vec::new());
+
+/// `K`'s dictionary: the first `text` offered becomes it (it lives as long as
+/// the process; there are as many as cached kinds). Empty before one.
+fn dictionary<K: Held>(first: Option<&str>) -> &'static [u8] {
+    let kind = TypeId::of::<K>();
+    let mut all = DICTIONARIES.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((_, dictionary)) = all.iter().find(|(k, _)| *k == kind) {
+        return dictionary;
+    }
+    let Some(text) = first else {
+        return &[];
+    };
+    let dictionary: &'static [u8] = Box::leak(text.as_bytes().into());
+    all.push((kind, dictionary));
+    dictionary
 }
 
 /// How every held text starts: an empty `metadata`, for the types that require one.
@@ -117,7 +235,7 @@ impl<K> fmt::Debug for Compact<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Compact")
             .field("metadata", &self.metadata)
-            .field("rest_bytes", &self.rest.len())
+            .field("packed_bytes", &self.rest.len())
             .finish()
     }
 }
@@ -146,7 +264,7 @@ impl<K: Resource<DynamicType = ()>> Resource for Compact<K> {
     }
 }
 
-impl<'de, K> Deserialize<'de> for Compact<K> {
+impl<'de, K: Held> Deserialize<'de> for Compact<K> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_map(CompactVisitor(PhantomData))
     }
@@ -154,7 +272,7 @@ impl<'de, K> Deserialize<'de> for Compact<K> {
 
 struct CompactVisitor<K>(PhantomData<fn() -> K>);
 
-impl<'de, K> Visitor<'de> for CompactVisitor<K> {
+impl<'de, K: Held> Visitor<'de> for CompactVisitor<K> {
     type Value = Compact<K>;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -179,9 +297,10 @@ impl<'de, K> Visitor<'de> for CompactVisitor<K> {
             }
         }
         rest.push('}');
+        let metadata = metadata.ok_or_else(|| de::Error::missing_field("metadata"))?;
         Ok(Compact {
-            metadata: metadata.ok_or_else(|| de::Error::missing_field("metadata"))?,
-            rest: rest.into_boxed_str(),
+            rest: pack::<K>(&rest, K::typical(&metadata)),
+            metadata,
             kind: PhantomData,
         })
     }
@@ -197,6 +316,11 @@ mod tests {
     };
     use serde_json::json;
     use vllmservice_api::VLLMService;
+
+    /// The text a [`Compact`] holds, uncompressed.
+    fn held<K: Held>(c: &Compact<K>) -> String {
+        String::from_utf8(unpack::<K>(&c.rest).unwrap()).unwrap()
+    }
 
     fn deployment() -> serde_json::Value {
         json!({
@@ -256,7 +380,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            &*compact.rest,
+            held(&compact),
             r#"{"metadata":{},"spec":{"ports":[{"port":8000}]}}"#
         );
         let svc = compact.expand().unwrap();
@@ -289,7 +413,7 @@ mod tests {
         let mut compact: Compact<Pod> = serde_json::from_str(text).unwrap();
         compact.without("spec");
         assert_eq!(
-            &*compact.rest,
+            held(&compact),
             r#"{"metadata":{},"status":{"phase":"Running"}}"#
         );
         let pod = compact.expand().unwrap();
@@ -297,7 +421,7 @@ mod tests {
         assert_eq!(pod.status.unwrap().phase.as_deref(), Some("Running"));
         compact.without("spec");
         assert_eq!(
-            &*compact.rest,
+            held(&compact),
             r#"{"metadata":{},"status":{"phase":"Running"}}"#
         );
     }
@@ -309,6 +433,102 @@ mod tests {
         assert!(compact.expand().is_err());
         let missing = serde_json::from_str::<Compact<Service>>(r#"{"spec":{}}"#);
         assert!(missing.unwrap_err().to_string().contains("metadata"));
+    }
+
+    /// A Job with a realistic amount of text (tests of other kinds set their
+    /// own dictionaries; Jobs are this test's alone).
+    fn job(name: &str, image: &str, model: &str) -> String {
+        json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}")},
+            "spec": {
+                "backoffLimit": 4, "completionMode": "NonIndexed", "completions": 1,
+                "manualSelector": false, "parallelism": 1, "podReplacementPolicy": "TerminatingOrFailed",
+                "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": format!("uid-{name}")}},
+                "suspend": false, "ttlSecondsAfterFinished": 600,
+                "template": {
+                    "metadata": {"labels": {"app.kubernetes.io/instance": name,
+                        "app.kubernetes.io/managed-by": "vllmservice-operator",
+                        "batch.kubernetes.io/job-name": name}},
+                    "spec": {
+                        "containers": [{"name": "download", "image": image,
+                            "args": ["download", model, "--local-dir", format!("/data/models/{model}")],
+                            "imagePullPolicy": "IfNotPresent",
+                            "resources": {"limits": {"cpu": "1", "memory": "1Gi"}},
+                            "securityContext": {"allowPrivilegeEscalation": false,
+                                "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": true,
+                                "seccompProfile": {"type": "RuntimeDefault"}},
+                            "terminationMessagePath": "/dev/termination-log",
+                            "terminationMessagePolicy": "File",
+                            "volumeMounts": [{"mountPath": "/data/models", "name": "models"}]}],
+                        "dnsPolicy": "ClusterFirst", "restartPolicy": "OnFailure",
+                        "schedulerName": "default-scheduler", "securityContext": {},
+                        "terminationGracePeriodSeconds": 30,
+                        "volumes": [{"name": "models", "persistentVolumeClaim": {"claimName": "models"}}]
+                    }
+                }
+            },
+            "status": {"active": 1, "ready": 0, "startTime": "2026-12-04T21:00:00Z",
+                "uncountedTerminatedPods": {}}
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn objects_like_the_first_of_their_kind_are_held_in_a_fraction_of_their_text() {
+        use k8s_openapi::api::batch::v1::Job;
+        let first = job(
+            "qwen-download",
+            "python:3.12-slim",
+            "Qwen/Qwen2.5-1.5B-Instruct",
+        );
+        let like = job(
+            "llama-download",
+            "python:3.13-slim",
+            "meta-llama/Llama-3.1-8B",
+        );
+        let unlike = json!({"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "other"}, "spec": {"template": {"spec": {"containers": []}}},
+            "status": {"failed": 3}})
+        .to_string();
+        let held: Vec<Compact<Job>> = [&first, &like, &unlike]
+            .iter()
+            .map(|t| serde_json::from_str(t).unwrap())
+            .collect();
+        // Each expands to what it was, whatever the dictionary.
+        for (text, compact) in [&first, &like, &unlike].iter().zip(&held) {
+            let whole: Job = serde_json::from_str(text).unwrap();
+            assert_eq!(compact.expand().unwrap(), whole);
+        }
+        let like_text = held[1].project::<serde_json::Value>().unwrap().to_string();
+        assert!(
+            held[1].rest.len() * 5 < like_text.len(),
+            "{} packed bytes for {} bytes of text",
+            held[1].rest.len(),
+            like_text.len()
+        );
+    }
+
+    #[test]
+    fn only_the_operators_pods_may_become_the_pod_dictionary() {
+        let meta = |labels: serde_json::Value| -> ObjectMeta {
+            serde_json::from_value(json!({"name": "p", "labels": labels})).unwrap()
+        };
+        let ours = meta(json!({names::MANAGED_BY_LABEL: names::MANAGED_BY_VALUE}));
+        let theirs = meta(json!({names::MANAGED_BY_LABEL: "helm"}));
+        assert!(<Pod as Held>::typical(&ours));
+        assert!(!<Pod as Held>::typical(&theirs));
+        assert!(!<Pod as Held>::typical(&meta(json!({}))));
+        assert!(<Deployment as Held>::typical(&theirs));
+    }
+
+    #[test]
+    fn a_packed_text_that_pack_did_not_make_is_refused() {
+        for bytes in [&[][..], &[7, 1, 0, 0, 0, 0][..], &[PLAIN, 9][..]] {
+            assert!(unpack::<Service>(bytes).is_err(), "{bytes:?}");
+        }
+        let packed = pack::<Service>(r#"{"spec":{}}"#, false);
+        assert_eq!(unpack::<Service>(&packed).unwrap(), br#"{"spec":{}}"#);
     }
 
     /// What kube parses: watch events (`type` first, as the API server sends

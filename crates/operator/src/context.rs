@@ -33,7 +33,7 @@ use tokio::sync::watch;
 use vllmservice_api::{VLLMService, VLLMServiceStatus};
 
 use crate::{
-    compact::{Compact, Unparsable},
+    compact::{Compact, Held, Unparsable},
     keda::scaledobjects::ScaledObject,
     metrics::Metrics,
     names,
@@ -345,7 +345,7 @@ pub fn expanded<K>(
     name: &str,
 ) -> Result<Option<K>, Unparsable>
 where
-    K: Resource<DynamicType = ()> + DeserializeOwned + 'static,
+    K: Resource<DynamicType = ()> + DeserializeOwned + Held,
 {
     store
         .get(&ObjectRef::new(name).within(namespace))
