@@ -5,7 +5,9 @@
 #
 # The binary links jemalloc, built from source by tikv-jemalloc-sys (make and
 # musl-gcc, both in this stage), and is built with the `dist` profile (Cargo.toml:
-# whole-program LTO, one codegen unit; BENCHMARKS.md measures it).
+# whole-program LTO, one codegen unit; BENCHMARKS.md measures it), or with
+# `--build-arg PROFILE=dist-small`, the same optimized for size (less memory,
+# a little more CPU: Cargo.toml and BENCHMARKS.md, "Ninth step").
 #
 # Multi-arch: the build stage runs on the target platform and builds for
 # `$(uname -m)-unknown-linux-musl` (x86_64 or aarch64).
@@ -15,6 +17,7 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends musl-tools \
  && rm -rf /var/lib/apt/lists/*
 RUN rustup target add "$(uname -m)-unknown-linux-musl"
+ARG PROFILE=dist
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY crates ./crates
@@ -23,8 +26,8 @@ COPY crates ./crates
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     target="$(uname -m)-unknown-linux-musl" \
- && cargo build --profile dist --locked --target "$target" -p vllmservice-operator \
- && install -D -m 0755 "target/$target/dist/vllmservice-operator" /out/vllmservice-operator \
+ && cargo build --profile "$PROFILE" --locked --target "$target" -p vllmservice-operator \
+ && install -D -m 0755 "target/$target/$PROFILE/vllmservice-operator" /out/vllmservice-operator \
  && ! (ldd /out/vllmservice-operator 2>&1 | grep -q '=>')
 
 FROM gcr.io/distroless/static-debian12:nonroot
