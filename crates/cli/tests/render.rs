@@ -36,12 +36,12 @@ fn render_with(args: &[&str], manifest: &str) -> std::process::Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("render runs");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(manifest.as_bytes())
-        .unwrap();
+    // A refused argument ends the process before it reads its input: then
+    // the write finds the pipe closed, and the exit status tells the rest.
+    let written = child.stdin.take().unwrap().write_all(manifest.as_bytes());
+    if let Err(e) = written {
+        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "{e}");
+    }
     child.wait_with_output().unwrap()
 }
 
