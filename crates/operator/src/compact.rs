@@ -136,10 +136,7 @@ impl Held for Job {}
 /// the cache keeps the operator's.
 impl Held for Pod {
     fn typical(meta: &ObjectMeta) -> bool {
-        meta.labels
-            .as_ref()
-            .and_then(|l| l.get(names::MANAGED_BY_LABEL))
-            .is_some_and(|v| v == names::MANAGED_BY_VALUE)
+        names::is_managed(meta)
     }
 }
 

@@ -503,11 +503,7 @@ fn claim_of(vs: &Compact<VLLMService>) -> Option<String> {
 
 /// Objects this operator manages (its label), e.g. its pods among all pods.
 fn is_managed<K: Resource>(obj: &K) -> bool {
-    obj.meta()
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(names::MANAGED_BY_LABEL))
-        .is_some_and(|v| v == names::MANAGED_BY_VALUE)
+    names::is_managed(obj.meta())
 }
 
 fn ignore<K>(_: &Result<watcher::Event<K>, watcher::Error>) {}

@@ -13,6 +13,14 @@ pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 pub const NAME_VALUE: &str = "vllmservice";
 pub const MANAGED_BY_VALUE: &str = "vllmservice-operator";
 
+/// Whether an object carries this operator's managed-by label.
+pub fn is_managed(meta: &ObjectMeta) -> bool {
+    meta.labels
+        .as_ref()
+        .and_then(|l| l.get(MANAGED_BY_LABEL))
+        .is_some_and(|v| v == MANAGED_BY_VALUE)
+}
+
 /// The label selector string that finds every object this operator manages.
 pub fn managed_selector() -> String {
     format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}")

@@ -302,9 +302,5 @@ pub fn is_owned_by<K: Resource>(job: &K, vs: &VLLMService) -> bool {
 /// Whether `job` is one of this operator's download Jobs.
 pub fn is_download_job<K: Resource>(job: &K) -> bool {
     job.labels().get(names::NAME_LABEL).map(String::as_str) == Some(NAME_VALUE)
-        && job
-            .labels()
-            .get(names::MANAGED_BY_LABEL)
-            .map(String::as_str)
-            == Some(names::MANAGED_BY_VALUE)
+        && names::is_managed(job.meta())
 }
