@@ -10,8 +10,15 @@
 //! copied; the parse moves to the few objects a reconcile reads, which
 //! measured saves memory, not CPU.
 //!
-//! The metadata stays parsed because the watch machinery (the reflector's
-//! keys, owner references, labels) reads it from every object.
+//! The part of the metadata the watch machinery reads from every object
+//! stays parsed: the reflector's keys (name, namespace, uid,
+//! resourceVersion), the generation, the owner references, the timestamps,
+//! and the labels of the kinds whose watches map or filter by label
+//! ([`Held::LABELS_READ`]). The rest of it (annotations, managed fields,
+//! finalizers, the generated name; the labels of the other kinds) joins the
+//! text: parsed, each label or annotation map is a 544-byte B-tree node
+//! before its strings, and for a Deployment those fields were ~2 KB of its
+//! ~3.5 KB parsed metadata (BENCHMARKS.md, "Tenth step").
 //!
 //! The text is held compressed (LZ4, `lz4_flex`'s block format) against a
 //! dictionary per kind: the text of the first object of that kind the
@@ -51,13 +58,15 @@ use vllmservice_api::VLLMService;
 
 use crate::{names, slim::Key};
 
-/// A `K` held as its parsed metadata and the JSON text of its other fields.
+/// A `K` held as the part of its metadata the watches read, parsed, and the
+/// JSON text of everything else.
 pub struct Compact<K> {
+    /// What [`held_apart`] leaves.
     metadata: ObjectMeta,
     /// A JSON object with every top-level field but `apiVersion` and `kind`
-    /// (in practice `spec` and `status`), as the API server sent them, and an
-    /// empty `metadata` (types derived by kube require one; [`Compact::expand`]
-    /// puts the parsed one in its place); compressed ([`pack`]).
+    /// (in practice `spec` and `status`), as the API server sent them, and a
+    /// `metadata` with what [`held_apart`] took (types derived by kube require
+    /// one; [`Compact::expand`] joins the two parts); compressed ([`pack`]).
     rest: Box<[u8]>,
     kind: PhantomData<fn() -> K>,
 }
@@ -67,13 +76,16 @@ impl<K: Resource<DynamicType = ()> + DeserializeOwned + Held> Compact<K> {
     /// the object's fields does not parse as `K`'s (a server or type bug).
     pub fn expand(&self) -> Result<K, Unparsable> {
         let mut object: K = self.project()?;
-        *object.meta_mut() = self.metadata.clone();
+        let mut metadata = self.metadata.clone();
+        held_apart::<K>(object.meta_mut(), &mut metadata);
+        *object.meta_mut() = metadata;
         Ok(object)
     }
 
     /// The fields of the held text that `P` has (serde skips the others
     /// without building them): cheaper than [`Compact::expand`] when a caller
-    /// reads a few fields. `P`'s metadata, if it has one, is empty.
+    /// reads a few fields. `P`'s metadata, if it has one, holds only what
+    /// [`held_apart`] took.
     pub fn project<P: DeserializeOwned>(&self) -> Result<P, Unparsable> {
         unpack::<K>(&self.rest)
             .and_then(|text| serde_json::from_str(&text))
@@ -105,38 +117,74 @@ impl<K: Held> Compact<K> {
         let mut rest = String::with_capacity(text.len());
         rest.push('{');
         for (key, value) in fields.into_iter().filter(|(k, _)| *k != field) {
-            if rest.len() > 1 {
-                rest.push(',');
-            }
-            push_field(&mut rest, key, value);
+            push_field(&mut rest, key, value.get());
         }
         rest.push('}');
         self.rest = pack::<K>(&rest, false);
     }
 }
 
-/// Which objects of a kind may become its dictionary: one like those its
-/// cache holds.
+/// How a kind's objects are held: which may become its dictionary, and
+/// which parts of the metadata the operator reads.
 pub trait Held: 'static {
     /// Whether an object with this metadata is typical of the cache. Every
     /// object by default (the caches that are label-selected, or hold all).
     fn typical(_meta: &ObjectMeta) -> bool {
         true
     }
+
+    /// Whether the watches read the labels of cached objects (a mapper to
+    /// the VLLMService or a filter): then they stay parsed. Otherwise only
+    /// [`Compact::expand`] reads them.
+    const LABELS_READ: bool = false;
+
+    /// Whether the apply step reads who manages objects of this kind
+    /// (`managedFields`: the kinds it applies). Otherwise none are held.
+    const MANAGERS_READ: bool = true;
 }
 
-impl Held for VLLMService {}
+/// Only their status is applied, without reading who manages it.
+impl Held for VLLMService {
+    const MANAGERS_READ: bool = false;
+}
 impl Held for Deployment {}
 impl Held for Service {}
-impl Held for PersistentVolumeClaim {}
+/// Read, never written.
+impl Held for PersistentVolumeClaim {
+    const MANAGERS_READ: bool = false;
+}
 impl Held for PodDisruptionBudget {}
-impl Held for Job {}
+/// The download Jobs are told from others by their labels.
+impl Held for Job {
+    const LABELS_READ: bool = true;
+}
 
 /// Pods: with GPU accounting one watch sees every pod in the cluster, and
-/// the cache keeps the operator's.
+/// the cache keeps the operator's (its label). A pod's instance label maps
+/// it to its VLLMService, and a download pod's Job label to its Job. The
+/// operator never writes a pod.
 impl Held for Pod {
     fn typical(meta: &ObjectMeta) -> bool {
         names::is_managed(meta)
+    }
+    const LABELS_READ: bool = true;
+    const MANAGERS_READ: bool = false;
+}
+
+/// Moves the parts of `from`'s metadata that are held as text into `to`:
+/// annotations, managed fields, finalizers, the generated name, the self
+/// link, the deletion grace period and, unless `K`'s watches read them
+/// ([`Held::LABELS_READ`]), the labels. Splits parsed metadata (`to` empty)
+/// and joins it again ([`Compact::expand`]: `from` parsed from the text).
+fn held_apart<K: Held>(from: &mut ObjectMeta, to: &mut ObjectMeta) {
+    to.annotations = from.annotations.take();
+    to.managed_fields = from.managed_fields.take();
+    to.finalizers = from.finalizers.take();
+    to.generate_name = from.generate_name.take();
+    to.self_link = from.self_link.take();
+    to.deletion_grace_period_seconds = from.deletion_grace_period_seconds.take();
+    if !K::LABELS_READ {
+        to.labels = from.labels.take();
     }
 }
 
@@ -217,14 +265,15 @@ fn dictionary(kind: TypeId, first: Option<&str>) -> &'static [u8] {
     dictionary
 }
 
-/// How every held text starts: an empty `metadata`, for the types that require one.
-const NO_METADATA: &str = r#"{"metadata":{}"#;
-
-/// Appends `"key":value` to a JSON object's text.
-fn push_field(rest: &mut String, key: &str, value: &RawValue) {
+/// Appends `"key":value` (`value` JSON text) to the text of a JSON object
+/// being written (`{` and the fields so far).
+fn push_field(rest: &mut String, key: &str, value: &str) {
+    if rest.len() > 1 {
+        rest.push(',');
+    }
     rest.push_str(&serde_json::to_string(key).expect("a string serializes"));
     rest.push(':');
-    rest.push_str(value.get());
+    rest.push_str(value);
 }
 
 /// A cached object whose fields do not parse as its kind's.
@@ -296,25 +345,35 @@ impl<'de, K: Held> Visitor<'de> for CompactVisitor<K> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut metadata = None;
-        let mut rest = String::from(NO_METADATA);
+        let mut rest = String::from("{");
         while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
             match key.as_ref() {
-                "metadata" => metadata = Some(map.next_value::<ObjectMeta>()?),
+                "metadata" => {
+                    let mut parsed = map.next_value::<ObjectMeta>()?;
+                    if !K::MANAGERS_READ {
+                        parsed.managed_fields = None;
+                    }
+                    let typical = K::typical(&parsed);
+                    let mut apart = ObjectMeta::default();
+                    held_apart::<K>(&mut parsed, &mut apart);
+                    let text = serde_json::to_string(&apart).map_err(de::Error::custom)?;
+                    push_field(&mut rest, "metadata", &text);
+                    metadata = Some((parsed, typical));
+                }
                 "apiVersion" | "kind" => {
                     map.next_value::<IgnoredAny>()?;
                 }
                 field => {
                     // Needs serde_json's own deserializer (kube parses with it).
                     let value: Box<RawValue> = map.next_value()?;
-                    rest.push(',');
-                    push_field(&mut rest, field, &value);
+                    push_field(&mut rest, field, value.get());
                 }
             }
         }
         rest.push('}');
-        let metadata = metadata.ok_or_else(|| de::Error::missing_field("metadata"))?;
+        let (metadata, typical) = metadata.ok_or_else(|| de::Error::missing_field("metadata"))?;
         Ok(Compact {
-            rest: pack::<K>(&rest, K::typical(&metadata)),
+            rest: pack::<K>(&rest, typical),
             metadata,
             kind: PhantomData,
         })
@@ -343,6 +402,10 @@ mod tests {
             "kind": "Deployment",
             "metadata": {
                 "name": "d", "namespace": "ns", "uid": "u1", "resourceVersion": "7",
+                "generation": 3, "generateName": "d-", "selfLink": "/apis/apps/v1/d",
+                "creationTimestamp": "2026-12-05T00:00:00Z",
+                "deletionTimestamp": "2026-12-05T00:01:00Z", "deletionGracePeriodSeconds": 0,
+                "finalizers": ["example.com/keep"],
                 "labels": {"app": "x"},
                 "annotations": {"aiinfra.example.com/applied-hash": "abc"},
                 "ownerReferences": [{"apiVersion": "aiinfra.example.com/v1alpha1",
@@ -374,6 +437,44 @@ mod tests {
         assert_eq!(compact.meta().name.as_deref(), Some("d"));
         // A clone expands the same.
         assert_eq!(compact.clone().expand().unwrap(), whole);
+    }
+
+    /// Every field of `ObjectMeta` is set in the fixture, so that the
+    /// comparison with the object parsed whole covers each.
+    #[test]
+    fn the_watches_metadata_stays_parsed_and_the_rest_is_text() {
+        let whole: Deployment = serde_json::from_value(deployment()).unwrap();
+        let meta = serde_json::to_value(&whole.metadata).unwrap();
+        assert_eq!(meta.as_object().unwrap().len(), 15, "every field: {meta}");
+        let compact: Compact<Deployment> = serde_json::from_value(deployment()).unwrap();
+        let parsed = compact.meta();
+        assert_eq!(
+            serde_json::to_value(parsed).unwrap(),
+            json!({
+                "name": "d", "namespace": "ns", "uid": "u1", "resourceVersion": "7",
+                "generation": 3, "creationTimestamp": "2026-12-05T00:00:00Z",
+                "deletionTimestamp": "2026-12-05T00:01:00Z",
+                "ownerReferences": whole.metadata.owner_references,
+            })
+        );
+        assert!(
+            held(&compact).contains(r#""annotations":{"aiinfra.example.com/applied-hash":"abc"}"#)
+        );
+        assert_eq!(compact.expand().unwrap(), whole);
+
+        // Pods keep their labels parsed (the watches map them by label);
+        // nobody reads who manages a pod.
+        let mut pod = deployment();
+        pod["kind"] = json!("Pod");
+        pod["apiVersion"] = json!("v1");
+        pod["spec"] = json!({"containers": []});
+        pod["status"] = json!({"phase": "Running"});
+        let compact: Compact<Pod> = serde_json::from_value(pod.clone()).unwrap();
+        assert_eq!(compact.meta().labels, whole.metadata.labels);
+        assert!(compact.meta().annotations.is_none());
+        let mut pod: Pod = serde_json::from_value(pod).unwrap();
+        pod.metadata.managed_fields = None;
+        assert_eq!(compact.expand().unwrap(), pod);
     }
 
     #[test]

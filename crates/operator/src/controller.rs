@@ -364,10 +364,7 @@ where
             on_event(event);
         })
         .try_filter_map(move |event| futures::future::ready(Ok(kept(event, keep))))
-        .modify(move |obj: &mut K| {
-            slim_managed_fields(obj.meta_mut());
-            slim(obj);
-        })
+        .modify(slim)
         .reflect(writer)
         .touched_objects()
         .map_ok(trigger);
@@ -431,17 +428,6 @@ fn meta_only<K: Resource<DynamicType = ()>>(obj: K) -> PartialObjectMeta<K> {
         ..ObjectMeta::default()
     }
     .into_response_partial::<K>()
-}
-
-/// Keeps of `managedFields` only each entry's manager and operation.
-fn slim_managed_fields(meta: &mut ObjectMeta) {
-    if let Some(entries) = meta.managed_fields.as_mut() {
-        for m in entries.iter_mut() {
-            m.fields_v1 = None;
-            m.fields_type = None;
-            m.time = None;
-        }
-    }
 }
 
 /// A watch that only feeds `on_event` (an index such as [`Placement`]), in its own task.
@@ -508,17 +494,10 @@ fn is_managed<K: Resource>(obj: &K) -> bool {
 
 fn ignore<K>(_: &Result<watcher::Event<K>, watcher::Error>) {}
 
-/// Pods: the reconcile reads only their metadata and status, and never
-/// writes a pod, so who manages it does not matter either.
+/// Pods: the reconcile reads only their metadata and status (who manages
+/// one does not matter either: `compact::Held`).
 fn slim_pod(pod: &mut Compact<Pod>) {
     pod.without("spec");
-    unmanaged(pod);
-}
-
-/// Objects the operator never applies (VLLMServices: only their status, which
-/// is applied without reading who manages it; PVCs): no `managedFields` at all.
-fn unmanaged<K: Resource>(obj: &mut K) {
-    obj.meta_mut().managed_fields = None;
 }
 
 /// HPAs: the status reads only their conditions (KEDA copies the ScaledObject's
@@ -569,7 +548,7 @@ async fn run_watches(
         cached_watch(
             scope.api::<Slim<Compact<VLLMService>>>(),
             config().any_semantic(),
-            Keep::slimmed(unmanaged),
+            Keep::all(),
             move |e| claims.saw(e),
             move |vs| {
                 echoes.cached(&vs);
@@ -636,7 +615,7 @@ async fn run_watches(
     let (pvcs, pvc_events) = cached_watch(
         scope.api::<Slim<Compact<PersistentVolumeClaim>>>(),
         config(),
-        Keep::slimmed(unmanaged),
+        Keep::all(),
         ignore,
         meta_only,
         &mut tasks,
