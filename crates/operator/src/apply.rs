@@ -347,13 +347,12 @@ where
 {
     let name = desired.name_any();
     let started = ThreadCpu::now();
-    let desired = stamped(desired);
+    let stamp = stamped(desired);
     *compute += started.elapsed();
     let mut live = cached;
     for _ in 0..ATTEMPTS {
         let Some(current) = live.take() else {
-            let object: K = serde_json::from_value(desired.clone())
-                .expect("the desired object deserializes as its own kind");
+            let object = with_stamp(desired, &stamp);
             let params = PostParams {
                 field_manager: Some(FIELD_MANAGER.into()),
                 ..PostParams::default()
@@ -372,7 +371,7 @@ where
             return Ok((Applied::Foreign, None));
         }
         let started = ThreadCpu::now();
-        let same = up_to_date(&desired, &current);
+        let same = up_to_date(&stamp, &current);
         *compute += started.elapsed();
         if same {
             return Ok((Applied::Unchanged, Some(current)));
@@ -384,7 +383,7 @@ where
                 continue;
             }
         };
-        let mut body = desired.clone();
+        let mut body = stamp.clone();
         body["metadata"]["resourceVersion"] = resource_version.clone().into();
         let params = PatchParams::apply(FIELD_MANAGER).force();
         match api.patch(&name, &params, &Patch::Apply(&body)).await {
@@ -392,7 +391,7 @@ where
             // The copy the decision was made on was stale: decide again on the object as it is.
             Err(kube::Error::Api(e)) if e.code == 409 => live = api.get_opt(&name).await?,
             Err(kube::Error::Api(e)) if is_duplicate_entry(&e) => {
-                let replacement = replacement(&desired, &current, resource_version);
+                let replacement = replacement(&stamp, &current, resource_version);
                 let params = PostParams {
                     field_manager: Some(FIELD_MANAGER.into()),
                     ..PostParams::default()
@@ -498,7 +497,10 @@ fn replacement<K: Resource + Serialize + DeserializeOwned>(
     if let Value::Object(o) = &mut merged {
         o.remove("status");
     }
-    serde_json::from_value(merged).expect("the merged object deserializes as its own kind")
+    // From text, not `from_value`: the one JSON reader every kind's parser is
+    // built for (a second reader would build each kind's parser again).
+    serde_json::from_str(&merged.to_string())
+        .expect("the merged object deserializes as its own kind")
 }
 
 /// Sets every field of `top` in `base`, merging objects key by key.
@@ -579,6 +581,18 @@ fn stamped<K: Serialize>(desired: &K) -> Value {
     v
 }
 
+/// `desired` with the hash annotation of its [`stamped`] JSON (`stamp`): the
+/// same object, typed, without parsing the JSON back.
+fn with_stamp<K: Resource + Clone>(desired: &K, stamp: &Value) -> K {
+    let mut object = desired.clone();
+    if let Some(hash) = stamp["metadata"]["annotations"][APPLIED_HASH_ANNOTATION].as_str() {
+        object
+            .annotations_mut()
+            .insert(APPLIED_HASH_ANNOTATION.into(), hash.to_string());
+    }
+    object
+}
+
 fn up_to_date<K: Serialize>(desired: &Value, live: &K) -> bool {
     let live = serde_json::to_value(live).expect("Kubernetes objects serialize to JSON");
     is_subset(desired, &live, "")
@@ -632,6 +646,20 @@ fn same_quantity(a: &str, b: &str) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The object created is the stamped JSON, typed.
+    #[test]
+    fn the_created_object_carries_the_stamp() {
+        let desired: k8s_openapi::api::core::v1::Service = serde_json::from_value(json!({
+            "metadata": {"name": "x", "annotations": {"user": "kept"}},
+            "spec": {"ports": [{"port": 8000}]},
+        }))
+        .unwrap();
+        let stamp = stamped(&desired);
+        let created = with_stamp(&desired, &stamp);
+        assert_eq!(serde_json::to_value(&created).unwrap(), stamp);
+        assert_eq!(created.annotations().len(), 2);
+    }
 
     #[test]
     fn extra_live_fields_and_defaults_do_not_count_as_drift() {

@@ -144,7 +144,7 @@ async fn report_unreadable(meta: &ObjectMeta, invalid: &Unparsable, ctx: &Contex
     let previous = current
         .data
         .get("status")
-        .and_then(|s| serde_json::from_value::<VLLMServiceStatus>(s.clone()).ok());
+        .and_then(|s| serde_json::from_str::<VLLMServiceStatus>(&s.to_string()).ok());
     let message = format!(
         "the object cannot be read as a VLLMService: {}",
         invalid.source
