@@ -1,5 +1,6 @@
-//! Objects as the controller's caches keep them: their metadata, parsed, and
-//! the JSON text of everything else, parsed when a reconcile reads one.
+//! Objects as the controller's caches keep them: the part of their metadata
+//! the watches read, parsed, and the JSON text of everything else, parsed
+//! when a reconcile reads one.
 //!
 //! k8s-openapi's types keep every optional field inline (a `Container` is
 //! 2 KiB before any of its strings), so a parsed Deployment of ~2.7 KB of
@@ -10,6 +11,13 @@
 //! copied; the parse moves to the few objects a reconcile reads, which
 //! measured saves memory, not CPU.
 //!
+//! Every kind the operator watches is held this way (the optional APIs'
+//! kinds, KEDA's HPAs and the GPU count's nodes too), which also keeps the
+//! binary small: a kind's whole parser is built once, for the text, and not
+//! again for the watch's adapters (`slim`'s filter, and serde's buffered
+//! form that kube's watch events may take), which each built every nested
+//! type's parser again (BENCHMARKS.md, "Tenth step").
+//!
 //! The part of the metadata the watch machinery reads from every object
 //! stays parsed: the reflector's keys (name, namespace, uid,
 //! resourceVersion), the generation, the owner references, the timestamps,
@@ -17,8 +25,8 @@
 //! ([`Held::LABELS_READ`]). The rest of it (annotations, managed fields,
 //! finalizers, the generated name; the labels of the other kinds) joins the
 //! text: parsed, each label or annotation map is a 544-byte B-tree node
-//! before its strings, and for a Deployment those fields were ~2 KB of its
-//! ~3.5 KB parsed metadata (BENCHMARKS.md, "Tenth step").
+//! before its strings, and in the bench those fields were ~3.2 KB of a
+//! Deployment's ~3.8 KB of parsed metadata (BENCHMARKS.md, "Tenth step").
 //!
 //! The text is held compressed (LZ4, `lz4_flex`'s block format) against a
 //! dictionary per kind: the text of the first object of that kind the
@@ -39,11 +47,13 @@ use std::{
     sync::{Mutex, PoisonError},
 };
 
+use gateway_api::apis::standard::{gateways::Gateway, httproutes::HttpRoute};
 use k8s_openapi::{
     api::{
         apps::v1::Deployment,
+        autoscaling::v2::HorizontalPodAutoscaler,
         batch::v1::Job,
-        core::v1::{PersistentVolumeClaim, Pod, Service},
+        core::v1::{Node, PersistentVolumeClaim, Pod, Service},
         policy::v1::PodDisruptionBudget,
     },
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
@@ -56,7 +66,12 @@ use serde::{
 use serde_json::value::RawValue;
 use vllmservice_api::VLLMService;
 
-use crate::{names, slim::Key};
+use crate::{
+    keda::scaledobjects::ScaledObject,
+    names,
+    prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor},
+    slim::Key,
+};
 
 /// A `K` held as the part of its metadata the watches read, parsed, and the
 /// JSON text of everything else.
@@ -154,6 +169,23 @@ impl Held for PersistentVolumeClaim {
     const MANAGERS_READ: bool = false;
 }
 impl Held for PodDisruptionBudget {}
+impl Held for HttpRoute {}
+impl Held for ServiceMonitor {}
+impl Held for PrometheusRule {}
+impl Held for ScaledObject {}
+/// Read, never written (the one a VLLMService's `gatewayRef` names).
+impl Held for Gateway {
+    const MANAGERS_READ: bool = false;
+}
+/// KEDA's; mapped to the VLLMService by the ScaledObject's label.
+impl Held for HorizontalPodAutoscaler {
+    const LABELS_READ: bool = true;
+    const MANAGERS_READ: bool = false;
+}
+/// The GPU count's: every node, read once per event (`context::Placement`).
+impl Held for Node {
+    const MANAGERS_READ: bool = false;
+}
 /// The download Jobs are told from others by their labels.
 impl Held for Job {
     const LABELS_READ: bool = true;

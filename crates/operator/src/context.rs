@@ -3,7 +3,7 @@
 //! (retry counts, the last status written).
 
 use std::{
-    collections::{BTreeSet, HashMap},
+    collections::{BTreeMap, BTreeSet, HashMap},
     sync::{Arc, Mutex, RwLock},
     time::Duration,
 };
@@ -14,12 +14,12 @@ use k8s_openapi::api::{
     autoscaling::v2::HorizontalPodAutoscaler,
     batch::v1::Job,
     core::v1::{
-        Container, Node, PersistentVolumeClaim, Pod, PodSpec, PodStatus, ResourceRequirements,
-        Service,
+        Container, Node, NodeSpec, NodeStatus, PersistentVolumeClaim, Pod, PodSpec, PodStatus,
+        ResourceRequirements, Service, Taint,
     },
     policy::v1::PodDisruptionBudget,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::{api::resource::Quantity, apis::meta::v1::ObjectMeta};
 use kube::{
     Client, Resource, ResourceExt,
     runtime::{
@@ -189,15 +189,15 @@ pub struct Caches {
     /// one namespace (it cannot see other namespaces' pods).
     pub placement: Option<Placement>,
     /// Present when the Gateway API is installed.
-    pub routes: Option<Cache<HttpRoute>>,
-    pub gateways: Option<Cache<Gateway>>,
+    pub routes: Option<Cache<Compact<HttpRoute>>>,
+    pub gateways: Option<Cache<Compact<Gateway>>>,
     /// Present when the Prometheus Operator's CRDs are installed.
-    pub monitors: Option<Cache<ServiceMonitor>>,
-    pub rules: Option<Cache<PrometheusRule>>,
+    pub monitors: Option<Cache<Compact<ServiceMonitor>>>,
+    pub rules: Option<Cache<Compact<PrometheusRule>>>,
     /// Present when KEDA's CRDs are installed.
-    pub scaled_objects: Option<Cache<ScaledObject>>,
+    pub scaled_objects: Option<Cache<Compact<ScaledObject>>>,
     /// The HorizontalPodAutoscalers KEDA makes (label `scaledobject.keda.sh/name`).
-    pub hpas: Cache<HorizontalPodAutoscaler>,
+    pub hpas: Cache<Compact<HorizontalPodAutoscaler>>,
 }
 
 impl Caches {
@@ -326,16 +326,6 @@ pub struct NotSynced {
     pub resource: String,
     /// The last error of its watch, if it failed (e.g. 403 Forbidden).
     pub error: Option<String>,
-}
-
-/// The object `name` in `namespace` from `store`.
-pub fn cached<K>(store: &Store<K>, namespace: &str, name: &str) -> Option<K>
-where
-    K: Resource<DynamicType = ()> + Clone + 'static,
-{
-    store
-        .get(&ObjectRef::new(name).within(namespace))
-        .map(|o| (*o).clone())
 }
 
 /// The object `name` in `namespace` from a store of [`Compact`] objects, whole.
@@ -563,6 +553,62 @@ impl PlacedPod {
     }
 }
 
+/// What the GPU count reads of a node (its labels, taints, whether it is
+/// cordoned and what it can allocate), parsed from the cached text: a whole
+/// Node's parser would be built into the binary for these few fields.
+#[derive(Deserialize)]
+struct PlacedNode {
+    #[serde(default)]
+    metadata: PlacedNodeMeta,
+    spec: Option<PlacedNodeSpec>,
+    status: Option<PlacedNodeStatus>,
+}
+
+/// The labels are held as text, with the rest of a node's metadata
+/// (`compact::Held::LABELS_READ`).
+#[derive(Deserialize, Default)]
+struct PlacedNodeMeta {
+    labels: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Deserialize)]
+struct PlacedNodeSpec {
+    taints: Option<Vec<Taint>>,
+    unschedulable: Option<bool>,
+}
+
+#[derive(Deserialize)]
+struct PlacedNodeStatus {
+    allocatable: Option<BTreeMap<String, Quantity>>,
+}
+
+impl PlacedNode {
+    /// The facts of `node`; a node whose text does not parse offers nothing.
+    fn facts(node: &Compact<Node>) -> NodeFacts {
+        let placed = node.project::<PlacedNode>().ok();
+        let (labels, spec, status) = match placed {
+            Some(p) => (p.metadata.labels, p.spec, p.status),
+            None => (None, None, None),
+        };
+        NodeFacts::of(&Node {
+            metadata: ObjectMeta {
+                name: node.meta().name.clone(),
+                labels,
+                ..ObjectMeta::default()
+            },
+            spec: spec.map(|s| NodeSpec {
+                taints: s.taints,
+                unschedulable: s.unschedulable,
+                ..NodeSpec::default()
+            }),
+            status: status.map(|s| NodeStatus {
+                allocatable: s.allocatable,
+                ..NodeStatus::default()
+            }),
+        })
+    }
+}
+
 fn sum_by_node(pods: &HashMap<(String, String), (String, Amounts)>) -> HashMap<String, Amounts> {
     let mut used: HashMap<String, Amounts> = HashMap::new();
     for (node, amounts) in pods.values() {
@@ -600,19 +646,19 @@ impl PlacementState {
 
 impl Placement {
     /// Applies one event of the node watch.
-    pub fn saw_node(&self, event: &Result<watcher::Event<Node>, watcher::Error>) {
+    pub fn saw_node(&self, event: &Result<watcher::Event<Compact<Node>>, watcher::Error>) {
         let Ok(event) = event else { return };
         let mut s = self.0.write().expect("placement lock");
         match event {
             watcher::Event::Apply(n) => {
-                s.nodes.insert(n.name_any(), NodeFacts::of(n));
+                s.nodes.insert(n.name_any(), PlacedNode::facts(n));
             }
             watcher::Event::Delete(n) => {
                 s.nodes.remove(&n.name_any());
             }
             watcher::Event::Init => s.nodes_relisting = Some(HashMap::new()),
             watcher::Event::InitApply(n) => {
-                relist(&mut s.nodes_relisting).insert(n.name_any(), NodeFacts::of(n));
+                relist(&mut s.nodes_relisting).insert(n.name_any(), PlacedNode::facts(n));
             }
             watcher::Event::InitDone => {
                 s.nodes = s.nodes_relisting.take().unwrap_or_default();
@@ -927,7 +973,7 @@ mod tests {
         assert!(idx.pods_of("a", "qwen").is_empty());
 
         let placement = Placement::default();
-        let node: Node = serde_json::from_value(json!({"metadata": {"name": "n1"},
+        let node: Compact<Node> = serde_json::from_value(json!({"metadata": {"name": "n1"},
             "status": {"allocatable": {"nvidia.com/gpu": "4"}}}))
         .unwrap();
         placement.saw_node(&Ok(watcher::Event::InitApply(node)));
@@ -935,6 +981,24 @@ mod tests {
         let s = placement.0.read().unwrap();
         assert!(s.nodes_synced);
         assert_eq!(s.nodes.len(), 1, "the streamed node is kept");
+    }
+
+    #[test]
+    fn a_nodes_facts_come_from_its_cached_text_as_from_the_whole_node() {
+        let text = json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "n1", "labels": {"gpu": "a100"}, "annotations": {"a": "b"}},
+            "spec": {"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
+                     "unschedulable": true, "podCIDR": "198.18.0.0/24"},
+            "status": {"allocatable": {"nvidia.com/gpu": "4", "cpu": "8"},
+                       "nodeInfo": {"kubeletVersion": "v1.36.0"}}});
+        let whole: Node = serde_json::from_value(text.clone()).unwrap();
+        let compact: Compact<Node> = serde_json::from_value(text).unwrap();
+        let facts = PlacedNode::facts(&compact);
+        assert_eq!(facts, NodeFacts::of(&whole));
+        assert_eq!(facts.labels["gpu"], "a100");
+        assert!(facts.unschedulable);
+        assert_eq!(facts.taints.len(), 1);
+        assert_eq!(facts.allocatable["nvidia.com/gpu"], 4);
     }
 
     #[test]

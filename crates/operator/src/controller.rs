@@ -178,19 +178,12 @@ async fn run_until_stopped(
 /// and watch CRDs, nothing more); an API counts as installed when all its CRDs
 /// are Established.
 async fn discover_apis(client: &Client) -> kube::Result<Apis> {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crds: Api<optional::CrdConditions> = Api::all(client.clone());
     let mut established = Vec::new();
     for name in optional::all_crds() {
         let by_name = kube::api::ListParams::default().fields(&format!("metadata.name={name}"));
         let crd = crds.list(&by_name).await?.items.into_iter().next();
-        let ok = crd.is_some_and(|crd| {
-            crd.status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
-        });
-        if ok {
+        if crd.is_some_and(|crd| crd.is_established()) {
             established.push(name.to_string());
         }
     }
@@ -403,14 +396,6 @@ impl<K> Keep<K> {
             slim: |_| {},
         }
     }
-
-    /// Every object, slimmed.
-    fn slimmed(slim: fn(&mut K)) -> Self {
-        Keep {
-            only: |_| true,
-            slim,
-        }
-    }
 }
 
 /// What the controller needs of a changed child to find its VLLMService:
@@ -459,7 +444,7 @@ fn placement_watch(
     let placement = Placement::default();
     let p = placement.clone();
     index_watch(
-        Api::<Slim<Node>>::all(client.clone()),
+        Api::<Slim<Compact<Node>>>::all(client.clone()),
         config,
         move |e| p.saw_node(e),
         tasks,
@@ -498,17 +483,6 @@ fn ignore<K>(_: &Result<watcher::Event<K>, watcher::Error>) {}
 /// one does not matter either: `compact::Held`).
 fn slim_pod(pod: &mut Compact<Pod>) {
     pod.without("spec");
-}
-
-/// HPAs: the status reads only their conditions (KEDA copies the ScaledObject's
-/// annotations onto them too).
-fn slim_hpa(hpa: &mut HorizontalPodAutoscaler) {
-    hpa.metadata.annotations = None;
-    hpa.spec.metrics = None;
-    hpa.spec.behavior = None;
-    if let Some(status) = hpa.status.as_mut() {
-        status.current_metrics = None;
-    }
 }
 
 /// The label KEDA puts on its HPAs (and ScaledObjects): the ScaledObject's name.
@@ -641,9 +615,9 @@ async fn run_watches(
     // KEDA's HPAs, whose ScalingLimited the status reports: the HPA's owner is
     // the ScaledObject, named like the VLLMService (its label says which).
     let (hpas, hpa_events) = cached_watch(
-        scope.api::<Slim<HorizontalPodAutoscaler>>(),
+        scope.api::<Slim<Compact<HorizontalPodAutoscaler>>>(),
         config().labels(SCALED_OBJECT_LABEL),
-        Keep::slimmed(slim_hpa),
+        Keep::all(),
         ignore,
         meta_only,
         &mut tasks,
@@ -696,7 +670,7 @@ async fn run_watches(
     };
     if apis.gateway {
         let (routes, route_events) = cached_watch(
-            scope.api::<Slim<HttpRoute>>(),
+            scope.api::<Slim<Compact<HttpRoute>>>(),
             managed.clone(),
             Keep::all(),
             ignore,
@@ -704,7 +678,7 @@ async fn run_watches(
             &mut tasks,
         );
         let (gateways, gateway_events) = cached_watch(
-            scope.api::<Slim<Gateway>>(),
+            scope.api::<Slim<Compact<Gateway>>>(),
             config(),
             Keep::all(),
             ignore,
@@ -728,7 +702,7 @@ async fn run_watches(
     }
     if apis.prometheus {
         let (monitors, monitor_events) = cached_watch(
-            scope.api::<Slim<ServiceMonitor>>(),
+            scope.api::<Slim<Compact<ServiceMonitor>>>(),
             managed.clone(),
             Keep::all(),
             ignore,
@@ -736,7 +710,7 @@ async fn run_watches(
             &mut tasks,
         );
         let (rules, rule_events) = cached_watch(
-            scope.api::<Slim<PrometheusRule>>(),
+            scope.api::<Slim<Compact<PrometheusRule>>>(),
             managed.clone(),
             Keep::all(),
             ignore,
@@ -750,7 +724,7 @@ async fn run_watches(
     }
     if apis.keda {
         let (scaled_objects, scaled_object_events) = cached_watch(
-            scope.api::<Slim<ScaledObject>>(),
+            scope.api::<Slim<Compact<ScaledObject>>>(),
             managed.clone(),
             Keep::all(),
             ignore,

@@ -3,6 +3,15 @@
 //! the CRDs and rebuilds its watches when that changes, so installing one
 //! later needs no operator restart. Pure: the CRDs are read by the controller.
 
+use std::borrow::Cow;
+
+use k8s_openapi::{
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    apimachinery::pkg::apis::meta::v1::ObjectMeta,
+};
+use kube::Resource;
+use serde::Deserialize;
+
 /// CRDs of the Gateway API the operator uses.
 pub const GATEWAY_CRDS: [&str; 2] = [
     "gateways.gateway.networking.k8s.io",
@@ -50,6 +59,63 @@ impl Apis {
     }
 }
 
+/// A CRD as discovery reads it: its metadata and conditions. serde skips the
+/// rest (the schema: hundreds of KB for the Gateway API's) without building
+/// it, and no parser of a whole CRD is built into the binary.
+#[derive(Clone, Debug, Deserialize)]
+pub struct CrdConditions {
+    pub metadata: ObjectMeta,
+    pub status: Option<CrdStatus>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct CrdStatus {
+    #[serde(default)]
+    pub conditions: Vec<CrdCondition>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct CrdCondition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+}
+
+impl CrdConditions {
+    /// Whether the CRD is Established (its API is served).
+    pub fn is_established(&self) -> bool {
+        self.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        })
+    }
+}
+
+impl Resource for CrdConditions {
+    type DynamicType = ();
+    type Scope = <CustomResourceDefinition as Resource>::Scope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        CustomResourceDefinition::kind(dt)
+    }
+    fn group(dt: &()) -> Cow<'_, str> {
+        CustomResourceDefinition::group(dt)
+    }
+    fn version(dt: &()) -> Cow<'_, str> {
+        CustomResourceDefinition::version(dt)
+    }
+    fn plural(dt: &()) -> Cow<'_, str> {
+        CustomResourceDefinition::plural(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
 /// The condition message when a VLLMService asks for an API that is missing.
 pub fn not_installed(api: &str, crds: &[&str]) -> String {
     format!(
@@ -57,4 +123,35 @@ pub fn not_installed(api: &str, crds: &[&str]) -> String {
          picks it up without a restart",
         crds.join(", ")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_crd_is_established_when_its_condition_says_so() {
+        let crd = |status: &str| -> CrdConditions {
+            serde_json::from_value(json!({
+                "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": "httproutes.gateway.networking.k8s.io"},
+                "spec": {"group": "gateway.networking.k8s.io", "versions": [{"name": "v1",
+                    "schema": {"openAPIV3Schema": {"type": "object"}}}]},
+                "status": {"conditions": [
+                    {"type": "NamesAccepted", "status": "True"},
+                    {"type": "Established", "status": status}]},
+            }))
+            .unwrap()
+        };
+        assert!(crd("True").is_established());
+        assert!(!crd("False").is_established());
+        let fresh: CrdConditions =
+            serde_json::from_value(json!({"metadata": {"name": "x"}})).unwrap();
+        assert!(!fresh.is_established());
+        assert_eq!(
+            CrdConditions::url_path(&(), None),
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+        );
+    }
 }

@@ -16,11 +16,13 @@ use k8s_openapi::{
     jiff::Timestamp,
 };
 use kube::{Api, ResourceExt, api::LogParams};
+use serde::de::DeserializeOwned;
 use vllmservice_api::{VLLMService, Valid};
 
 use crate::{
     build::{self, CONTAINER_NAME, SHM_DEFAULT_SIZE, download},
-    context::{Cache, Context, LogOutcome, LogPurpose, cached, expanded},
+    compact::{Compact, Held},
+    context::{Cache, Context, LogOutcome, LogPurpose, expanded},
     enginelog::{self, Ended, Facts},
     error::{Error, Result},
     hflog, names,
@@ -60,7 +62,7 @@ pub fn gather(vs: &VLLMService, ctx: &Context) -> Result<Seen> {
                         watched: watched.clone(),
                     }
                 }
-                _ => match cached(gateways.store()?, &target.namespace, &target.name) {
+                _ => match expanded(gateways.store()?, &target.namespace, &target.name)? {
                     Some(gw) => GatewaySeen::Found(Box::new(gw)),
                     None => GatewaySeen::Missing,
                 },
@@ -79,11 +81,11 @@ pub fn gather(vs: &VLLMService, ctx: &Context) -> Result<Seen> {
         scaled_object: child(caches.scaled_objects.as_ref(), &ns, &name)?,
         // Only a service that asks for autoscaling needs (the RBAC of) this cache.
         hpa: match &vs.spec.autoscaling {
-            Some(_) => cached(
+            Some(_) => expanded(
                 caches.hpas.store()?,
                 &ns,
                 &build::scaledobject::hpa_name(vs),
-            ),
+            )?,
             None => None,
         },
         capacity: caches.placement.as_ref().and_then(|p| p.capacity(&vs.spec)),
@@ -311,13 +313,13 @@ fn terminated_message(pod: &Pod) -> Option<String> {
     ))
 }
 
-/// The object `name` from `cache` (None when the kind's API is not installed).
-fn child<K>(cache: Option<&Cache<K>>, ns: &str, name: &str) -> Result<Option<K>>
+/// The object `name` from `cache`, whole (None when the kind's API is not installed).
+fn child<K>(cache: Option<&Cache<Compact<K>>>, ns: &str, name: &str) -> Result<Option<K>>
 where
-    K: kube::Resource<DynamicType = ()> + Clone + 'static,
+    K: kube::Resource<DynamicType = ()> + DeserializeOwned + Held,
 {
     match cache {
-        Some(c) => Ok(cached(c.store()?, ns, name)),
+        Some(c) => Ok(expanded(c.store()?, ns, name)?),
         None => Ok(None),
     }
 }
