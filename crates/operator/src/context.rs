@@ -556,7 +556,7 @@ impl PlacedPod {
 /// What the GPU count reads of a node (its labels, taints, whether it is
 /// cordoned and what it can allocate), parsed from the cached text: a whole
 /// Node's parser would be built into the binary for these few fields.
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 struct PlacedNode {
     #[serde(default)]
     metadata: PlacedNodeMeta,
@@ -585,23 +585,19 @@ struct PlacedNodeStatus {
 impl PlacedNode {
     /// The facts of `node`; a node whose text does not parse offers nothing.
     fn facts(node: &Compact<Node>) -> NodeFacts {
-        let placed = node.project::<PlacedNode>().ok();
-        let (labels, spec, status) = match placed {
-            Some(p) => (p.metadata.labels, p.spec, p.status),
-            None => (None, None, None),
-        };
+        let placed = node.project::<PlacedNode>().unwrap_or_default();
         NodeFacts::of(&Node {
             metadata: ObjectMeta {
                 name: node.meta().name.clone(),
-                labels,
+                labels: placed.metadata.labels,
                 ..ObjectMeta::default()
             },
-            spec: spec.map(|s| NodeSpec {
+            spec: placed.spec.map(|s| NodeSpec {
                 taints: s.taints,
                 unschedulable: s.unschedulable,
                 ..NodeSpec::default()
             }),
-            status: status.map(|s| NodeStatus {
+            status: placed.status.map(|s| NodeStatus {
                 allocatable: s.allocatable,
                 ..NodeStatus::default()
             }),
