@@ -7,7 +7,10 @@
 # musl-gcc, both in this stage), and is built with the `dist` profile (Cargo.toml:
 # whole-program LTO, one codegen unit; BENCHMARKS.md measures it), or with
 # `--build-arg PROFILE=dist-small`, the same optimized for size (less memory,
-# a little more CPU: Cargo.toml and BENCHMARKS.md, "Ninth step").
+# a little more CPU: Cargo.toml and BENCHMARKS.md, "Ninth step"). The musl
+# build does not use crates/cli/code-order.txt (the code the bench runs, laid
+# out first in the x86_64 glibc build: docs/design.md, "Code layout"), since its
+# symbols are named for its target; its code keeps the unordered layout.
 #
 # Multi-arch: the build stage runs on the target platform and builds for
 # `$(uname -m)-unknown-linux-musl` (x86_64 or aarch64).

@@ -183,6 +183,16 @@ fn prometheus_address(s: &str) -> Result<String, String> {
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// jemalloc's options, read before `_RJEM_MALLOC_CONF` (which can still
+/// override them): a background thread returns freed pages to the kernel
+/// within about a second (`dirty_decay_ms:1000`, `muzzy_decay_ms:0`). With the
+/// defaults, pages freed after a burst of watch events stayed with the process
+/// while it idled, since jemalloc purges only when it allocates: ~2 MiB at
+/// 1,000 VLLMServices (BENCHMARKS.md, "Eleventh step").
+#[cfg(feature = "jemalloc")]
+#[unsafe(export_name = "_rjem_malloc_conf")]
+static JEMALLOC_CONF: &[u8; 60] = b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0\0";
+
 fn main() {
     let cli = Cli::parse();
     let threads = match &cli.command {
