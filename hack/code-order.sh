@@ -2,7 +2,7 @@
 # Regenerates crates/cli/code-order.txt: the functions the operator runs in the
 # bench, which the shipped (dist) build lays out first (crates/cli/build.rs;
 # BENCHMARKS.md, "Eleventh step"). A diagnostic, not part of the tests: it
-# takes ~40 minutes (a cold dist build and two M = 1000 bench runs).
+# takes ~20 minutes (a dist build and two M = 1000 bench runs).
 #
 #   hack/code-order.sh
 #

@@ -187,7 +187,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// override them): a background thread returns freed pages to the kernel
 /// within about a second (`dirty_decay_ms:1000`, `muzzy_decay_ms:0`). With the
 /// defaults, pages freed after a burst of watch events stayed with the process
-/// while it idled, since jemalloc purges only when it allocates: ~2 MiB at
+/// while it idled, since jemalloc purges only when it allocates: ~1 MiB at
 /// 1,000 VLLMServices (BENCHMARKS.md, "Eleventh step").
 #[cfg(feature = "jemalloc")]
 #[unsafe(export_name = "_rjem_malloc_conf")]
