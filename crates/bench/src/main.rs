@@ -421,6 +421,8 @@ async fn one_run(
     let api_before = ApiRequests::scrape(&client).await?;
     let op_before = op.metrics().await?;
     let cpu_before = all_cpu(cluster, &op);
+    // The machine's speed just before the run, to compare runs taken apart.
+    let probe = procfs::speed_probe();
     let jiffies_before = procfs::machine_jiffies();
 
     // The clock starts at the first create.
@@ -529,7 +531,7 @@ async fn one_run(
 
     let cpu = cpu_delta(&cpu_before, &cpu_after);
     let f = &mut r.figures;
-    let busy_s = cpu_figures(&cpu, (jiffies_before, jiffies_after), t_end, f);
+    let busy_s = cpu_figures(&cpu, (jiffies_before, jiffies_after), probe, t_end, f);
     if busy_s > 0.0 {
         f.insert(
             "operator_cpu_share_pct".into(),
@@ -889,24 +891,29 @@ fn api_latencies(before: &ApiRequests, after: &ApiRequests, r: &mut RunResult) {
     }
 }
 
-/// (busy, total) jiffies of the whole machine (`procfs::machine_jiffies`).
-type Jiffies = (u64, u64);
-
-/// How busy the machine was and the API server's share of the CPU the
-/// measured processes used; returns their CPU seconds.
+/// How busy and how fast the machine was and the API server's share of the
+/// CPU the measured processes used; returns their CPU seconds.
 fn cpu_figures(
     cpu: &BTreeMap<String, f64>,
-    jiffies: (Option<Jiffies>, Option<Jiffies>),
+    jiffies: (Option<procfs::Jiffies>, Option<procfs::Jiffies>),
+    (probe_alu_ms, probe_mem_ms): (f64, f64),
     t_end: f64,
     f: &mut BTreeMap<String, f64>,
 ) -> f64 {
     let busy_s: f64 = cpu.values().sum();
-    if let (Some((b0, t0j)), Some((b1, t1j))) = jiffies
-        && t1j > t0j
+    f.insert("probe_alu_ms".into(), probe_alu_ms);
+    f.insert("probe_mem_ms".into(), probe_mem_ms);
+    if let (Some(a), Some(b)) = jiffies
+        && b.total > a.total
     {
+        let total = (b.total - a.total) as f64;
         f.insert(
             "machine_busy_pct".into(),
-            100.0 * (b1 - b0) as f64 / (t1j - t0j) as f64,
+            100.0 * (b.busy - a.busy) as f64 / total,
+        );
+        f.insert(
+            "machine_steal_pct".into(),
+            100.0 * (b.steal - a.steal) as f64 / total,
         );
     }
     if let Some(busy_pct) = f.get("machine_busy_pct").copied() {
@@ -963,6 +970,8 @@ async fn direct_run(
     };
     let api_before = ApiRequests::scrape(&client).await?;
     let cpu_before = harness_cpu();
+    // The machine's speed just before the run, to compare runs taken apart.
+    let probe = procfs::speed_probe();
     let jiffies_before = procfs::machine_jiffies();
 
     let profile = start_profile(args, &client, m, run);
@@ -1005,7 +1014,13 @@ async fn direct_run(
     api_latencies(&api_before, &api_after, &mut r);
     r.apiserver_requests = api.0;
     let cpu = cpu_delta(&cpu_before, &cpu_after);
-    cpu_figures(&cpu, (jiffies_before, jiffies_after), t_end, &mut r.figures);
+    cpu_figures(
+        &cpu,
+        (jiffies_before, jiffies_after),
+        probe,
+        t_end,
+        &mut r.figures,
+    );
     r.cpu_seconds_by_process = cpu;
     // No operator: nothing to watch in a steady window or after a restart.
     r.figures.insert("steady_writes".into(), 0.0);

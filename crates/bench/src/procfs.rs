@@ -34,8 +34,17 @@ fn status_field(status: &str, key: &str) -> Option<u64> {
     })
 }
 
-/// Busy and total jiffies of all CPUs (from the first line of /proc/stat).
-pub fn machine_jiffies() -> Option<(u64, u64)> {
+/// Jiffies of all CPUs (from the first line of /proc/stat).
+#[derive(Debug, Clone, Copy)]
+pub struct Jiffies {
+    /// Not idle and not waiting for I/O (steal included).
+    pub busy: u64,
+    pub total: u64,
+    /// Time the hypervisor ran something else while this VM had work.
+    pub steal: u64,
+}
+
+pub fn machine_jiffies() -> Option<Jiffies> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
     let line = stat.lines().next()?.strip_prefix("cpu ")?;
     let v: Vec<u64> = line
@@ -45,7 +54,61 @@ pub fn machine_jiffies() -> Option<(u64, u64)> {
     let total: u64 = v.iter().sum();
     // idle + iowait are not busy
     let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
-    Some((total - idle, total))
+    Some(Jiffies {
+        busy: total - idle,
+        total,
+        steal: v.get(7).copied().unwrap_or(0),
+    })
+}
+
+/// How fast one core of this (shared) machine is right now, in ms for a fixed
+/// amount of work, median of 5: `alu` is integer arithmetic in registers,
+/// `mem` chases pointers through 32 MiB (cache misses, the part a noisy
+/// neighbour on the host slows most). Same work every time, so runs taken
+/// minutes apart can be compared: a run whose probe is slower had a slower machine.
+pub fn speed_probe() -> (f64, f64) {
+    const ALU_STEPS: u64 = 40_000_000;
+    const MEM_SLOTS: usize = 8 << 20; // u32s: 32 MiB
+    const MEM_STEPS: usize = 2_000_000;
+    // A single cycle through every slot (Sattolo's shuffle), from a fixed seed.
+    let mut next: Vec<u32> = (0..MEM_SLOTS as u32).collect();
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut rand = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for i in (1..MEM_SLOTS).rev() {
+        let j = (rand() % i as u64) as usize;
+        next.swap(i, j);
+    }
+    let time = |f: &mut dyn FnMut() -> u64| {
+        let mut ms: Vec<f64> = (0..5)
+            .map(|_| {
+                let t = std::time::Instant::now();
+                std::hint::black_box(f());
+                t.elapsed().as_secs_f64() * 1000.0
+            })
+            .collect();
+        ms.sort_by(f64::total_cmp);
+        ms[2]
+    };
+    let alu = time(&mut || {
+        let mut h = std::hint::black_box(1u64);
+        for i in 0..ALU_STEPS {
+            h = (h ^ i).wrapping_mul(0x100_0000_01B3).rotate_left(5);
+        }
+        h
+    });
+    let mem = time(&mut || {
+        let mut at = std::hint::black_box(0usize);
+        for _ in 0..MEM_STEPS {
+            at = next[at] as usize;
+        }
+        at as u64
+    });
+    (alu, mem)
 }
 
 /// The machine the benchmark ran on.
@@ -103,7 +166,15 @@ mod tests {
         assert!(cpu_seconds(me).is_some());
         assert!(status_kib(me, "VmHWM").unwrap() > 0);
         assert!(status_field("VmRSS:\t  1234 kB\n", "VmRSS") == Some(1234));
-        let (busy, total) = machine_jiffies().unwrap();
-        assert!(busy <= total);
+        let j = machine_jiffies().unwrap();
+        assert!(j.busy <= j.total && j.steal <= j.busy);
+    }
+
+    #[test]
+    fn the_speed_probe_times_both_loops() {
+        let (alu, mem) = speed_probe();
+        assert!(alu.is_finite() && alu > 0.0, "alu {alu}");
+        assert!(mem.is_finite() && mem > 0.0, "mem {mem}");
+        eprintln!("speed probe: alu {alu:.1} ms, mem {mem:.1} ms");
     }
 }

@@ -162,6 +162,21 @@ pub const FIGURES: &[(&str, &str, usize)] = &[
     ),
     ("machine_busy_pct", "machine CPU busy during run (%)", 0),
     (
+        "machine_steal_pct",
+        "CPU time the hypervisor gave to others during run (steal, %)",
+        1,
+    ),
+    (
+        "probe_alu_ms",
+        "speed probe before run: arithmetic (ms, lower is faster)",
+        0,
+    ),
+    (
+        "probe_mem_ms",
+        "speed probe before run: memory (ms, lower is faster)",
+        0,
+    ),
+    (
         "other_processes_cores",
         "cores used by other processes during run (noise)",
         2,
