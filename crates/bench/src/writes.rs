@@ -7,7 +7,9 @@
 //! spend idle over the same time. Pairs that do the same thing: creating a
 //! Deployment or a Service with a POST or with a server-side apply, and
 //! writing a VLLMService's status with a server-side apply or a merge patch;
-//! events (events.k8s.io/v1 POST) for reference. Every round runs every kind
+//! events (events.k8s.io/v1 POST) for reference; and the one read the operator
+//! sends, a vLLM container's log (`pods/log`, which kube-apiserver fetches
+//! from the node's kubelet, here kwok). Every round runs every kind
 //! once, in turn forwards and backwards, on objects of its own; the figures
 //! are medians over the rounds.
 
@@ -68,40 +70,56 @@ struct Args {
     /// Timestamp used in file names.
     #[arg(long, default_value = "")]
     timestamp: String,
+    /// Only these kinds, comma-separated: deployment-post, deployment-post-ignore,
+    /// deployment-apply, service-post, service-post-ignore, service-apply,
+    /// status-apply, status-merge, event, vllm, status-norules, status-ignore,
+    /// log-read. All when empty.
+    #[arg(long, value_delimiter = ',')]
+    kinds: Vec<String>,
 }
 
 /// The kinds of write measured, in round order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 enum Kind {
     DeploymentPost,
+    DeploymentPostIgnore,
     DeploymentApply,
     ServicePost,
+    ServicePostIgnore,
     ServiceApply,
     StatusApply,
     StatusMerge,
     EventPost,
     VllmPost,
     StatusApplyNoRules,
+    StatusApplyIgnore,
+    LogRead,
 }
 
-const KINDS: [Kind; 9] = [
+const KINDS: [Kind; 13] = [
     Kind::DeploymentPost,
+    Kind::DeploymentPostIgnore,
     Kind::DeploymentApply,
     Kind::ServicePost,
+    Kind::ServicePostIgnore,
     Kind::ServiceApply,
     Kind::StatusApply,
     Kind::StatusMerge,
     Kind::EventPost,
     Kind::VllmPost,
     Kind::StatusApplyNoRules,
+    Kind::StatusApplyIgnore,
+    Kind::LogRead,
 ];
 
 impl Kind {
     fn label(self) -> &'static str {
         match self {
             Kind::DeploymentPost => "create a Deployment: POST",
+            Kind::DeploymentPostIgnore => "create a Deployment: POST, fieldValidation=Ignore",
             Kind::DeploymentApply => "create a Deployment: server-side apply",
             Kind::ServicePost => "create a Service: POST",
+            Kind::ServicePostIgnore => "create a Service: POST, fieldValidation=Ignore",
             Kind::ServiceApply => "create a Service: server-side apply",
             Kind::StatusApply => "VLLMService status: server-side apply",
             Kind::StatusMerge => "VLLMService status: merge patch",
@@ -110,18 +128,39 @@ impl Kind {
             Kind::StatusApplyNoRules => {
                 "VLLMService status: server-side apply, the CRD without its CEL rules"
             }
+            Kind::StatusApplyIgnore => {
+                "VLLMService status: server-side apply, fieldValidation=Ignore"
+            }
+            Kind::LogRead => "read a pod's log (pods/log, the operator's 64 KiB limit)",
+        }
+    }
+
+    /// The kind's name for `--kinds`.
+    fn short(self) -> &'static str {
+        match self {
+            Kind::DeploymentPost => "deployment-post",
+            Kind::DeploymentPostIgnore => "deployment-post-ignore",
+            Kind::DeploymentApply => "deployment-apply",
+            Kind::ServicePost => "service-post",
+            Kind::ServicePostIgnore => "service-post-ignore",
+            Kind::ServiceApply => "service-apply",
+            Kind::LogRead => "log-read",
+            other => other.prefix(),
         }
     }
 
     fn prefix(self) -> &'static str {
         match self {
             Kind::DeploymentPost | Kind::ServicePost => "post",
+            Kind::DeploymentPostIgnore | Kind::ServicePostIgnore => "post-ignore",
             Kind::DeploymentApply | Kind::ServiceApply => "apply",
             Kind::StatusApply => "status-apply",
             Kind::StatusMerge => "status-merge",
             Kind::EventPost => "event",
             Kind::VllmPost => "vllm",
             Kind::StatusApplyNoRules => "status-norules",
+            Kind::StatusApplyIgnore => "status-ignore",
+            Kind::LogRead => "log",
         }
     }
 }
@@ -211,6 +250,7 @@ async fn measure_all(args: &Args, cluster: &Cluster) -> anyhow::Result<Vec<Sampl
         Kind::StatusApply,
         Kind::StatusMerge,
         Kind::StatusApplyNoRules,
+        Kind::StatusApplyIgnore,
     ]
     .iter()
     .flat_map(|k| {
@@ -233,9 +273,11 @@ async fn measure_all(args: &Args, cluster: &Cluster) -> anyhow::Result<Vec<Sampl
         .buffer_unordered(args.concurrency)
         .try_collect::<Vec<()>>()
         .await?;
+    create_log_pods(&client).await?;
     let mut samples = Vec::new();
+    let chosen = |k: &Kind| args.kinds.is_empty() || args.kinds.iter().any(|n| n == k.short());
     for round in 0..args.rounds {
-        let mut kinds = KINDS.to_vec();
+        let mut kinds: Vec<Kind> = KINDS.into_iter().filter(chosen).collect();
         if round % 2 == 1 {
             kinds.reverse();
         }
@@ -315,6 +357,45 @@ async fn install_ruleless_crd(client: &Client) -> anyhow::Result<()> {
         anyhow::ensure!(
             Instant::now() < deadline,
             "CRD {name} not Established in 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Pods whose logs [`Kind::LogRead`] reads, in turn.
+const LOG_PODS: usize = 8;
+
+fn log_pod(i: usize) -> String {
+    format!("w-log-pod-{}", i % LOG_PODS)
+}
+
+/// [`LOG_PODS`] pods bound to the kwok node, with a `vllm` container as the
+/// operator's pods have; waits until kwok runs them (its ClusterLogs rule then
+/// serves their log).
+async fn create_log_pods(client: &Client) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::Pod;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    for i in 0..LOG_PODS {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": log_pod(i)},
+            "spec": {"nodeName": "gpu-node-0",
+                     "containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.11.0"}]},
+        }))?;
+        pods.create(&PostParams::default(), &pod).await?;
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut running = 0;
+        for i in 0..LOG_PODS {
+            let phase = pods.get(&log_pod(i)).await?.status.and_then(|s| s.phase);
+            running += usize::from(phase.as_deref() == Some("Running"));
+        }
+        if running == LOG_PODS {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "{running} of {LOG_PODS} log pods Running after 60 s (is kwok running?)"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -453,12 +534,35 @@ async fn write(client: &Client, kind: Kind, round: usize, i: usize) -> anyhow::R
             let (_, s) = children(&n)?;
             create(client, kind == Kind::ServicePost, &n, &s).await?;
         }
-        Kind::StatusApply | Kind::StatusApplyNoRules => {
+        Kind::DeploymentPostIgnore => {
+            let (d, _) = children(&n)?;
+            post_ignoring_unknown_fields(client, &d).await?;
+        }
+        Kind::ServicePostIgnore => {
+            let (_, s) = children(&n)?;
+            post_ignoring_unknown_fields(client, &s).await?;
+        }
+        Kind::StatusApply | Kind::StatusApplyNoRules | Kind::StatusApplyIgnore => {
             let body = json!({"apiVersion": api_version(kind), "kind": "VLLMService",
                               "status": status(&n, round)});
+            let params = PatchParams {
+                field_validation: (kind == Kind::StatusApplyIgnore)
+                    .then_some(kube::api::ValidationDirective::Ignore),
+                ..apply
+            };
             vllm_api(client, kind)
-                .patch_status(&n, &apply, &Patch::Apply(body))
+                .patch_status(&n, &params, &Patch::Apply(body))
                 .await?;
+        }
+        Kind::LogRead => {
+            let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), ns);
+            let params = kube::api::LogParams {
+                container: Some("vllm".into()),
+                limit_bytes: Some(64 * 1024),
+                ..Default::default()
+            };
+            let log = pods.logs(&log_pod(i), &params).await?;
+            anyhow::ensure!(!log.is_empty(), "the log of {} is empty", log_pod(i));
         }
         Kind::StatusMerge => {
             let api = vllm_api(client, kind);
@@ -517,6 +621,30 @@ where
         let params = PatchParams::apply(MANAGER).force();
         api.patch(n, &params, &Patch::Apply(obj)).await?;
     }
+    Ok(())
+}
+
+/// Creates `obj` with a POST that asks the API server not to look for unknown
+/// or duplicate fields (`fieldValidation=Ignore`; kube's `PostParams` has no
+/// such field, so the query parameter is added to the request kube builds).
+async fn post_ignoring_unknown_fields<K>(client: &Client, obj: &K) -> anyhow::Result<()>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + Serialize
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), NAMESPACE);
+    let params = PostParams {
+        field_manager: Some(MANAGER.into()),
+        ..PostParams::default()
+    };
+    let mut request =
+        kube::core::Request::new(api.resource_url()).create(&params, serde_json::to_vec(obj)?)?;
+    let uri = format!("{}&fieldValidation=Ignore", request.uri());
+    *request.uri_mut() = uri.parse()?;
+    let _: K = client.request(request).await?;
     Ok(())
 }
 
