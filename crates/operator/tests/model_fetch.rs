@@ -57,16 +57,18 @@ fn fetching(name: &str, dir: &str, repo: &str, revision: &str, token: bool) -> V
     vs
 }
 
-/// Every ModelReady reason of `name` the status goes through until `done`.
+/// Every ModelReady reason of `name` the status goes through until `done`,
+/// and, for a failure message, each change with its resourceVersion and message.
 async fn reasons_until(
     env: &Env,
     name: &str,
     done: impl Fn(&VLLMService) -> bool,
-) -> (Vec<String>, VLLMService) {
+) -> (Vec<String>, String, VLLMService) {
     let api = env.api::<VLLMService>();
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let mut stream = watcher(api, config).applied_objects().boxed();
     let mut reasons: Vec<String> = Vec::new();
+    let mut trail = String::new();
     let deadline = tokio::time::Instant::now() + common::sim::START * 2;
     loop {
         let next = tokio::time::timeout_at(deadline, stream.try_next())
@@ -74,13 +76,19 @@ async fn reasons_until(
             .unwrap_or_else(|_| panic!("{name}: timed out; ModelReady reasons seen: {reasons:?}"))
             .expect("watch")
             .expect("the watch goes on");
-        if let Some((_, reason, _)) = condition(&next, "ModelReady")
+        if let Some((_, reason, message)) = condition(&next, "ModelReady")
             && reasons.last() != Some(&reason)
         {
+            let rv = next
+                .metadata
+                .resource_version
+                .as_deref()
+                .unwrap_or_default();
+            trail.push_str(&format!("\n  rv {rv}: {reason}: {message}"));
             reasons.push(reason);
         }
         if done(&next) {
-            return (reasons, next);
+            return (reasons, trail, next);
         }
     }
 }
@@ -108,11 +116,11 @@ async fn a_gated_model_and_an_adapter_are_downloaded_then_served() {
         json!([{"name": "sql-lora", "huggingFace": {"repo": "org/sql-lora"}}]);
     vs["spec"]["engineArgs"] = json!({"maxLoras": 2, "maxLoraRank": 16});
     env.create(vs).await;
-    let (reasons, vs) = reasons_until(&env, "qwen", is_available).await;
+    let (reasons, trail, vs) = reasons_until(&env, "qwen", is_available).await;
     assert_eq!(
         reasons,
         ["Downloading", "Downloaded"],
-        "{}",
+        "ModelReady went:{trail}\n{}",
         jobs_yaml(&env)
     );
     let status = vs.status.clone().unwrap();
