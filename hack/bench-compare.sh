@@ -6,8 +6,9 @@
 #   hack/bench-compare.sh [--rounds 3] [--size 1000] [--title TEXT] ARM... [-- BENCH-ARGS...]
 #
 #   ARM is NAME=PATH (an operator binary), NAME=dist (this checkout, built as it
-#   ships: cargo build --profile dist) or NAME=direct (the direct variant). The
-#   first arm is what the others are compared with ("before").
+#   ships: cargo build --profile dist), NAME=direct or NAME=floor (those variants,
+#   no operator: BENCHMARKS.md). The first arm is what the others are compared
+#   with ("before").
 #   BENCH-ARGS go to every run (e.g. --steady-seconds 30; target/release/bench --help).
 #
 # Every binary is copied into target/bench-compare/<timestamp>/ first, so the
@@ -32,9 +33,9 @@ while [ $# -gt 0 ]; do
     --size) size=$2; shift 2 ;;
     --title) title=$2; shift 2 ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *=*) arms+=("$1"); shift ;;
-    *) echo "bench-compare: unknown argument $1 (want NAME=PATH|dist|direct; --help)" >&2; exit 2 ;;
+    *) echo "bench-compare: unknown argument $1 (want NAME=PATH|dist|direct|floor; --help)" >&2; exit 2 ;;
   esac
 done
 [ ${#arms[@]} -ge 2 ] || { echo "bench-compare: give at least two arms (--help)" >&2; exit 2; }
@@ -48,7 +49,7 @@ for arm in "${arms[@]}"; do
   name=${arm%%=*} what=${arm#*=}
   [[ $name =~ ^[A-Za-z0-9._-]+$ ]] || { echo "bench-compare: arm name '$name' must be letters, digits, . _ -" >&2; exit 2; }
   case "$what" in
-    direct) bin=direct ;;
+    direct|floor) bin=$what ;;
     dist)
       echo "== building the operator as it ships: cargo build --profile dist -p vllmservice-operator" >&2
       cargo build --profile dist -p vllmservice-operator
@@ -82,8 +83,8 @@ for ((r = 1; r <= rounds; r++)); do
   for i in "${idx[@]}"; do
     name=${names[$i]} bin=${bins[$i]}
     run_ts=$(date -u +%Y%m%dT%H%M%SZ)
-    if [ "$bin" = direct ]; then
-      args=(--variant direct)
+    if [ "$bin" = direct ] || [ "$bin" = floor ]; then
+      args=(--variant "$bin")
     else
       args=(--operator-bin "$bin")
     fi

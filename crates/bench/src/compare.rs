@@ -142,11 +142,11 @@ fn median_of(runs: &[Run], arm: &str, key: &str) -> Option<f64> {
     report::median(&mut values(runs, arm, key))
 }
 
-/// Pearson's r of two figures over the runs of operator arms (not direct).
+/// Pearson's r of two figures over the runs of operator arms (not direct or floor).
 fn correlation(runs: &[Run], x: &str, y: &str) -> Option<(f64, usize)> {
     let pairs: Vec<(f64, f64)> = runs
         .iter()
-        .filter(|r| r.variant != "direct")
+        .filter(|r| r.variant != "direct" && r.variant != "floor")
         .filter_map(|r| Some((r.figures.get(x)?.as_f64()?, r.figures.get(y)?.as_f64()?)))
         .collect();
     let n = pairs.len();
@@ -205,14 +205,18 @@ fn table(title: &str, command: &str, arms: &[String], runs: &[Run]) -> String {
             .collect();
         let _ = writeln!(out, "| {label} | {} |", cells.join(" | "));
     }
-    let direct = arms
-        .iter()
-        .find(|a| runs.iter().any(|r| &r.arm == *a && r.variant == "direct"));
+    // Against the first arm, and against the control plane alone (direct) and
+    // the product's floor (floor) when they ran.
     let mut bases: Vec<&String> = arms.first().into_iter().collect();
-    if let Some(d) = direct
-        && Some(d) != arms.first()
-    {
-        bases.push(d);
+    for variant in ["direct", "floor"] {
+        let arm = arms
+            .iter()
+            .find(|a| runs.iter().any(|r| &r.arm == *a && r.variant == variant));
+        if let Some(a) = arm
+            && !bases.contains(&a)
+        {
+            bases.push(a);
+        }
     }
     for base in bases {
         for key in RATIOS {

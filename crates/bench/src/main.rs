@@ -42,6 +42,13 @@ enum Variant {
     /// would make for each service (from the operator's builders) and waits until
     /// every Deployment is Available: what the control plane alone needs.
     Direct,
+    /// No operator: the harness sends what the product needs sent, as the user
+    /// and the operator would: each VLLMService create, its Deployment and
+    /// Service (owned by it), and once the Deployment is Available one status
+    /// write (a status shaped like the operator's) and one event. Ends like a
+    /// plain run, when every VLLMService says Available: the product's floor,
+    /// without the operator's watches, CPU, log read or timing.
+    Floor,
 }
 
 #[derive(Parser, Debug)]
@@ -243,6 +250,9 @@ async fn main() -> anyhow::Result<()> {
 /// within the operator's settle window, `settle.rs`, and the kwok pods of the
 /// bench are ready within it), and the one event naming every child created
 /// (a first status that is already Available is not announced again).
+/// The floor variant's status writes in flight (the operator's default `--concurrency`).
+const FLOOR_IN_FLIGHT: usize = 16;
+
 fn minimum_writes(variant: Variant) -> BTreeMap<String, u64> {
     if variant == Variant::Direct {
         // The harness's own creates: there is no status and no event.
@@ -382,7 +392,7 @@ async fn one_run(
     m: usize,
     run: usize,
 ) -> anyhow::Result<RunResult> {
-    if args.variant == Variant::Direct {
+    if matches!(args.variant, Variant::Direct | Variant::Floor) {
         return direct_run(args, cluster, crds, m, run).await;
     }
     let routed = args.variant == Variant::Routed;
@@ -937,8 +947,10 @@ fn cpu_figures(
     busy_s
 }
 
-/// The direct variant's run: the same cluster, PVCs and objects as a plain run,
-/// created by the harness with no operator; every Deployment Available ends it.
+/// The direct and floor variants' run: the same cluster, PVCs and objects as a
+/// plain run, created by the harness with no operator. Direct: every Deployment
+/// Available (and every Service created) ends it; floor: every VLLMService
+/// Available, as in a plain run.
 async fn direct_run(
     args: &Args,
     cluster: &Cluster,
@@ -958,9 +970,19 @@ async fn direct_run(
     workload::prepare_namespace(&client, false).await?;
     log(format!("creating {m} bound PVCs (before the clock starts)"));
     workload::create_bound_pvcs(&client, m, args.create_concurrency).await?;
+    let floor = args.variant == Variant::Floor;
     let avail = Arc::new(Mutex::new(Availability::default()));
     let deployments = kube::api::ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&());
-    let watch = workload::watch_availability_of(client.clone(), avail.clone(), deployments).await?;
+    let watch = match floor {
+        true => workload::watch_availability(client.clone(), avail.clone()).await?,
+        false => {
+            workload::watch_availability_of(client.clone(), avail.clone(), deployments).await?
+        }
+    };
+    // The floor's status step: as many in flight as the operator's workers.
+    let written = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
+    let writer = floor
+        .then(|| workload::floor_status_writer(client.clone(), FLOOR_IN_FLIGHT, written.clone()));
     let harness_cpu = || {
         let mut c = cluster.component_cpu();
         if let Some(me) = procfs::cpu_seconds(std::process::id()) {
@@ -983,7 +1005,10 @@ async fn direct_run(
         let (client, created) = (client.clone(), created.clone());
         let concurrency = args.create_concurrency;
         async move {
-            let retries = workload::create_direct(&client, m, concurrency, &created).await?;
+            let retries = match floor {
+                true => workload::create_floor(&client, m, concurrency, &created).await?,
+                false => workload::create_direct(&client, m, concurrency, &created).await?,
+            };
             anyhow::Ok((t0.elapsed().as_secs_f64(), retries))
         }
     });
@@ -1001,16 +1026,29 @@ async fn direct_run(
             "creating the Deployments and Services",
         )
         .await?;
+    if let Some(w) = writer {
+        w.abort();
+    }
     let api = api_after.since(&api_before);
     api_rates(&api, t_end, &mut r.figures);
-    // The harness's creates stand in for the operator's writes.
-    let writes = 2 * m as u64;
+    // The harness's creates (and the floor's status writes and events) stand
+    // in for the operator's writes; the user's VLLMService creates are not counted.
     r.writes = BTreeMap::from([
         ("create deployments".to_string(), m as u64),
         ("create services".to_string(), m as u64),
     ]);
+    let mut writes = 2 * m as u64;
+    if floor {
+        let statuses = written.0.load(Ordering::Relaxed);
+        let events = written.1.load(Ordering::Relaxed);
+        r.writes
+            .insert("patch vllmservices/status".into(), statuses);
+        r.writes.insert("create events".into(), events);
+        writes += statuses + events;
+    }
     r.figures.insert("writes_total".into(), writes as f64);
-    r.figures.insert("writes_per_service".into(), 2.0);
+    r.figures
+        .insert("writes_per_service".into(), writes as f64 / m as f64);
     api_latencies(&api_before, &api_after, &mut r);
     r.apiserver_requests = api.0;
     let cpu = cpu_delta(&cpu_before, &cpu_after);
@@ -1053,5 +1091,6 @@ mod tests {
         assert_eq!(minimum_writes(Variant::Plain).values().sum::<u64>(), 4);
         assert_eq!(minimum_writes(Variant::Routed).values().sum::<u64>(), 7);
         assert_eq!(minimum_writes(Variant::Direct).values().sum::<u64>(), 2);
+        assert_eq!(minimum_writes(Variant::Floor).values().sum::<u64>(), 4);
     }
 }

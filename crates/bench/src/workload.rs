@@ -256,6 +256,228 @@ pub async fn create_direct(
     Ok(retries.into_inner())
 }
 
+/// A status shaped like the one the operator writes for service `name` (its
+/// fields, conditions and wording; `available`: a running service's, with what
+/// vLLM's log says in `engine`, else one still waiting for its pod), `tag` in
+/// a message so that each write differs. The floor variant writes it, and
+/// `bench-writes` measures it.
+pub fn operator_like_status(name: &str, available: bool, tag: &str) -> Value {
+    let t = "2026-12-01T00:00:00Z";
+    let c = |ty: &str, st: &str, reason: &str, msg: String| {
+        json!({"type": ty, "status": st, "reason": reason, "message": msg,
+               "lastTransitionTime": t, "observedGeneration": 1})
+    };
+    let (phase, ready, available_cond, progressing, deployment_ready) = if available {
+        (
+            "Running",
+            1,
+            c(
+                "Available",
+                "True",
+                "Available",
+                format!("1/1 replicas ready ({tag})"),
+            ),
+            c(
+                "Progressing",
+                "False",
+                "Complete",
+                "the rollout is complete".into(),
+            ),
+            c(
+                "DeploymentReady",
+                "True",
+                "ReplicasReady",
+                "1/1 pods run the current spec and are ready".into(),
+            ),
+        )
+    } else {
+        (
+            "Pending",
+            0,
+            c(
+                "Available",
+                "False",
+                "PodsNotReady",
+                format!("waiting for 1 ready pod of Deployment {name} ({tag})"),
+            ),
+            c(
+                "Progressing",
+                "True",
+                "ReplicaSetUpdated",
+                format!("Deployment {name} is rolling out"),
+            ),
+            c(
+                "DeploymentReady",
+                "False",
+                "PodsNotReady",
+                "0/1 pods are ready".into(),
+            ),
+        )
+    };
+    let mut status = json!({
+        "observedGeneration": 1,
+        "phase": phase,
+        "replicas": 1,
+        "readyReplicas": ready,
+        "ready": format!("{ready}/1"),
+        "selector": format!("app.kubernetes.io/instance={name},app.kubernetes.io/name=vllmservice"),
+        "deploymentName": name,
+        "serviceName": name,
+        "conditions": [
+            available_cond,
+            progressing,
+            c("Degraded", "False", "AsExpected", "no failures observed".into()),
+            deployment_ready,
+            c("StorageReady", "True", "PVCBound",
+              format!("PersistentVolumeClaim {NAMESPACE}/{name} is Bound")),
+            c("RouteReady", "True", "RouteNotRequired", "spec.gatewayRef is not set".into()),
+            c("MonitoringReady", "True", "MonitoringDisabled", "spec.monitoring.enabled is false".into()),
+            c("AutoscalingReady", "True", "AutoscalingNotRequired", "spec.autoscaling is not set".into()),
+        ],
+    });
+    if available {
+        status["engine"] = json!({"revision": "5d8f7c9b6", "version": "0.18.0", "maxModelLen": 4096,
+                                  "kvCacheTokens": 538320, "maxConcurrency": 131.43});
+    }
+    status
+}
+
+/// The operator's one event for a new service: what it created (events.k8s.io/v1).
+pub fn created_event(event_name: &str, service: &str) -> Value {
+    json!({
+        "metadata": {"name": event_name},
+        "eventTime": "2026-12-01T00:00:00.000000Z",
+        "reportingController": "vllmservice-operator",
+        "reportingInstance": "bench",
+        "action": "Reconcile",
+        "reason": "Created",
+        "note": format!("created Deployment {service}, Service {service}"),
+        "type": "Normal",
+        "regarding": {"apiVersion": "aiinfra.example.com/v1alpha1", "kind": "VLLMService",
+                      "namespace": NAMESPACE, "name": service},
+    })
+}
+
+/// The floor variant's creates, as the user and the operator would send them
+/// with nothing else running: VLLMService `i` (the user's), then its Deployment
+/// and Service from the operator's builders, owned by it; `concurrency`
+/// services in flight. Each service whose three creates were accepted
+/// increments `created`. Returns the number of retried requests.
+pub async fn create_floor(
+    client: &Client,
+    m: usize,
+    concurrency: usize,
+    created: &AtomicU64,
+) -> anyhow::Result<u64> {
+    let retries = AtomicU64::new(0);
+    let services_api: Api<VLLMService> = Api::namespaced(client.clone(), NAMESPACE);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+    let services: Api<Service> = Api::namespaced(client.clone(), NAMESPACE);
+    stream::iter(0..m)
+        .map(|i| {
+            let (services_api, deployments, services, retries) =
+                (&services_api, &deployments, &services, &retries);
+            async move {
+                let body: VLLMService = serde_json::from_value(service_body(i, false))?;
+                let made = Mutex::new(None);
+                create_retrying(retries, || async {
+                    let vs = services_api.create(&PostParams::default(), &body).await?;
+                    *made.lock().expect("made lock") = Some(vs);
+                    Ok(())
+                })
+                .await?;
+                // A retry answered AlreadyExists: the first create went through.
+                let vs = match made.into_inner().expect("made lock") {
+                    Some(vs) => vs,
+                    None => services_api.get(&service_name(i)).await?,
+                };
+                let valid = vllmservice_api::validate(&vs).map_err(|e| anyhow::anyhow!("{e}"))?;
+                let deployment = build::deployment(&valid, &Seen::default());
+                let service = build::service(&valid);
+                create_retrying(retries, || async {
+                    deployments
+                        .create(&PostParams::default(), &deployment)
+                        .await
+                        .map(|_| ())
+                })
+                .await?;
+                create_retrying(retries, || async {
+                    services
+                        .create(&PostParams::default(), &service)
+                        .await
+                        .map(|_| ())
+                })
+                .await?;
+                created.fetch_add(1, Ordering::Relaxed);
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(concurrency)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(retries.into_inner())
+}
+
+/// The floor variant's status step: once a Deployment is Available, the
+/// VLLMService of its name gets one status write (server-side apply, the
+/// operator's final status) and one "created" event, `in_flight` services at a
+/// time as the operator's workers would. Counts them in `written` (status
+/// writes, events).
+pub fn floor_status_writer(
+    client: Client,
+    in_flight: usize,
+    written: Arc<(AtomicU64, AtomicU64)>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let deployments: Api<DynamicObject> = Api::namespaced_with(
+            client.clone(),
+            NAMESPACE,
+            &ApiResource::erase::<Deployment>(&()),
+        );
+        let vllm: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), NAMESPACE, &vllm_resource());
+        let events: Api<k8s_openapi::api::events::v1::Event> =
+            Api::namespaced(client.clone(), NAMESPACE);
+        let slots = Arc::new(tokio::sync::Semaphore::new(in_flight));
+        let mut done = std::collections::HashSet::new();
+        let mut stream = watcher(deployments, watcher::Config::default()).boxed();
+        while let Some(ev) = stream.next().await {
+            let d = match ev {
+                Ok(Event::Apply(d) | Event::InitApply(d)) => d,
+                Ok(_) => continue,
+                Err(e) => {
+                    eprintln!("bench: Deployment watch error (the watcher retries): {e}");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    continue;
+                }
+            };
+            let name = d.name_any();
+            if availability(&d).is_err() || !done.insert(name.clone()) {
+                continue;
+            }
+            let permit = slots.clone().acquire_owned().await.expect("open semaphore");
+            let (vllm, events, written) = (vllm.clone(), events.clone(), written.clone());
+            tokio::spawn(async move {
+                let body = json!({"apiVersion": "aiinfra.example.com/v1alpha1", "kind": "VLLMService",
+                                  "status": operator_like_status(&name, true, "floor")});
+                let apply = PatchParams::apply("bench-floor").force();
+                match vllm.patch_status(&name, &apply, &Patch::Apply(body)).await {
+                    Ok(_) => written.0.fetch_add(1, Ordering::Relaxed),
+                    Err(e) => return eprintln!("bench: status of {name}: {e}"),
+                };
+                let event =
+                    serde_json::from_value(created_event(&format!("{name}.created"), &name))
+                        .expect("an event");
+                match events.create(&PostParams::default(), &event).await {
+                    Ok(_) => written.1.fetch_add(1, Ordering::Relaxed),
+                    Err(e) => return eprintln!("bench: event of {name}: {e}"),
+                };
+                drop(permit);
+            });
+        }
+    })
+}
+
 /// Creates the M VLLMServices, `concurrency` requests in flight. Each accepted
 /// create increments `created`. Returns the number of retried requests.
 pub async fn create_services(

@@ -486,35 +486,9 @@ fn children(n: &str) -> anyhow::Result<(Deployment, Service)> {
     Ok((d, s))
 }
 
-/// A status shaped like the one the operator writes (its conditions and
-/// fields), different in every round.
+/// A status shaped like the operator's, different in every round.
 fn status(n: &str, round: usize) -> Value {
-    let t = "2026-12-01T00:00:00Z";
-    let c = |ty: &str, st: &str, reason: &str, msg: String| {
-        json!({"type": ty, "status": st, "reason": reason, "message": msg,
-               "lastTransitionTime": t, "observedGeneration": 1})
-    };
-    json!({
-        "observedGeneration": 1,
-        "phase": "Pending",
-        "replicas": 1,
-        "readyReplicas": 0,
-        "ready": "0/1",
-        "selector": format!("app.kubernetes.io/instance={n},app.kubernetes.io/name=vllm"),
-        "deploymentName": n,
-        "serviceName": n,
-        "conditions": [
-            c("Ready", "False", "PodsNotReady", format!("0 of 1 pods ready (round {round})")),
-            c("Available", "False", "PodsNotReady", format!("waiting for 1 ready pod of Deployment {n}")),
-            c("Progressing", "True", "ReplicaSetUpdated", format!("Deployment {n} is rolling out")),
-            c("Degraded", "False", "AsExpected", "nothing is wrong".into()),
-            c("StorageReady", "True", "Bound", format!("PersistentVolumeClaim {n} is Bound")),
-            c("ModelReady", "True", "OnVolume", "the model is read from the claim".into()),
-            c("RouteReady", "True", "RouteNotRequired", "spec.gatewayRef is not set".into()),
-            c("MonitoringReady", "True", "MonitoringNotRequired", "spec.monitoring.enabled is not true".into()),
-            c("AutoscalingReady", "True", "AutoscalingNotRequired", "spec.autoscaling is not set".into()),
-        ],
-    })
+    workload::operator_like_status(n, false, &format!("round {round}"))
 }
 
 async fn write(client: &Client, kind: Kind, round: usize, i: usize) -> anyhow::Result<()> {
@@ -576,18 +550,7 @@ async fn write(client: &Client, kind: Kind, round: usize, i: usize) -> anyhow::R
         Kind::EventPost => {
             let api: Api<Event> = Api::namespaced(client.clone(), ns);
             let target = workload::service_name(i % 10);
-            let ev: Event = serde_json::from_value(json!({
-                "metadata": {"name": n},
-                "eventTime": "2026-12-01T00:00:00.000000Z",
-                "reportingController": "vllmservice-operator",
-                "reportingInstance": "bench",
-                "action": "Reconcile",
-                "reason": "Created",
-                "note": format!("created Deployment {target}, Service {target}"),
-                "type": "Normal",
-                "regarding": {"apiVersion": "aiinfra.example.com/v1alpha1", "kind": "VLLMService",
-                              "namespace": ns, "name": target},
-            }))?;
+            let ev: Event = serde_json::from_value(workload::created_event(&n, &target))?;
             api.create(&post, &ev).await?;
         }
         Kind::VllmPost => {
