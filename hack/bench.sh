@@ -2,7 +2,7 @@
 # The operator's scale benchmark (BENCHMARKS.md). Not part of hack/test.sh: it
 # runs for many minutes.
 #
-#   hack/bench.sh [--sizes 100,1000] [--runs N|N,N] [--variant plain|routed|direct]
+#   hack/bench.sh [--sizes 100,1000] [--runs N|N,N] [--variant plain|routed|direct|floor]
 #                 [--steady-seconds 120] [--operator-arg=--concurrency=64] [--label TEXT]
 #                 (target/release/bench --help lists every option)
 #

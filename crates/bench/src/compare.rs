@@ -150,7 +150,8 @@ fn correlation(runs: &[Run], x: &str, y: &str) -> Option<(f64, usize)> {
         .filter_map(|r| Some((r.figures.get(x)?.as_f64()?, r.figures.get(y)?.as_f64()?)))
         .collect();
     let n = pairs.len();
-    if n < 3 {
+    // Fewer runs say nothing about how the two go together.
+    if n < 6 {
         return None;
     }
     let mean = |f: fn(&(f64, f64)) -> f64| pairs.iter().map(f).sum::<f64>() / n as f64;
@@ -269,25 +270,29 @@ mod tests {
             run("A", "4", "plain", 80.0, 310.0),
             run("A", "5", "plain", 70.0, 280.0),
             run("D", "6", "direct", 40.0, 250.0),
+            run("B", "7", "plain", 66.0, 290.0),
         ];
         let arms = ["A".to_string(), "B".to_string(), "D".to_string()];
         let t = table("test", "cmd", &arms, &runs);
-        assert!(t.contains("in this order: A B B A A D."), "{t}");
+        assert!(t.contains("in this order: A B B A A D B."), "{t}");
         assert!(
-            t.contains("| first create → 100 % Available (s) | 70.0 (60.0–80.0) | 60.0 (50.0–70.0) | 40.0 |"),
+            t.contains("| first create → 100 % Available (s) | 70.0 (60.0–80.0) | 66.0 (50.0–70.0) | 40.0 |"),
             "{t}"
         );
         assert!(
-            t.contains("| first create → 100 % Available (s), against A | 1.00 | 0.86 | 0.57 |"),
+            t.contains("| first create → 100 % Available (s), against A | 1.00 | 0.94 | 0.57 |"),
             "{t}"
         );
         assert!(
-            t.contains("| first create → 100 % Available (s), against D | 1.75 | 1.50 | 1.00 |"),
+            t.contains("| first create → 100 % Available (s), against D | 1.75 | 1.65 | 1.00 |"),
             "{t}"
         );
         // Rows no arm has are left out.
         assert!(!t.contains("operator CPU"), "{t}");
         // The probe tracks the time in these runs; direct's run is not counted.
-        assert!(t.contains("over the 5 operator runs: r = 0.9"), "{t}");
+        assert!(t.contains("over the 6 operator runs: r = 0.93."), "{t}");
+        // With fewer runs there is no such line.
+        let t = table("test", "cmd", &arms, &runs[..5]);
+        assert!(!t.contains("speed probe before each run"), "{t}");
     }
 }
