@@ -61,12 +61,7 @@ for arm in "${arms[@]}"; do
   names+=("$name") bins+=("$bin")
 done
 
-venv=$repo/target/bench-venv
-if ! "$venv/bin/python" -c 'import matplotlib' >/dev/null 2>&1; then
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check 'matplotlib>=3.8,<4'
-fi
+python=$(hack/bench-venv.sh)
 echo "== building the harness" >&2
 cargo build --release -p bench
 echo "== local control plane binaries (cached per machine)" >&2
@@ -91,7 +86,7 @@ for ((r = 1; r <= rounds; r++)); do
     echo "== round $r of $rounds: $name" >&2
     json=$("$sitting/bench" --timestamp "$run_ts" --command "$cmd" --sizes "$size" --runs 1 \
       "${args[@]}" --label "$name: $title (sitting $ts, round $r)" "${extra[@]}")
-    "$venv/bin/python" crates/bench/plot.py "$json" "bench/available-$run_ts.png" >/dev/null
+    "$python" crates/bench/plot.py "$json" "bench/available-$run_ts.png" >/dev/null
     hack/cluster/cluster.sh down >/dev/null 2>&1 || true
     results[$name]+="$json,"
     order+=("$name")

@@ -30,12 +30,7 @@ case "${1:-}" in
 esac
 
 echo "== plotting environment (target/bench-venv)" >&2
-venv=$repo/target/bench-venv
-if ! "$venv/bin/python" -c 'import matplotlib' >/dev/null 2>&1; then
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check 'matplotlib>=3.8,<4'
-fi
+python=$(hack/bench-venv.sh)
 
 echo "== building the operator as it ships: cargo build --profile dist -p vllmservice-operator" >&2
 cargo build --profile dist -p vllmservice-operator
@@ -67,5 +62,5 @@ trap cleanup EXIT
 echo "== benchmark" >&2
 json=$(target/release/bench --timestamp "$ts" --command "$cmd" "$@")
 png=$(dirname "$json")/available-$ts.png
-"$venv/bin/python" crates/bench/plot.py "$json" "$png"
+"$python" crates/bench/plot.py "$json" "$png"
 echo "bench: results $json, plot $png, summary appended to BENCHMARKS.md" >&2

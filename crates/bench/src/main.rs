@@ -1005,10 +1005,8 @@ async fn direct_run(
         let (client, created) = (client.clone(), created.clone());
         let concurrency = args.create_concurrency;
         async move {
-            let retries = match floor {
-                true => workload::create_floor(&client, m, concurrency, &created).await?,
-                false => workload::create_direct(&client, m, concurrency, &created).await?,
-            };
+            let retries =
+                workload::create_without_operator(&client, m, floor, concurrency, &created).await?;
             anyhow::Ok((t0.elapsed().as_secs_f64(), retries))
         }
     });

@@ -206,32 +206,37 @@ pub fn direct_children(i: usize) -> anyhow::Result<(Deployment, Service)> {
     let mut vs: VLLMService = serde_json::from_value(service_body(i, false))?;
     // What the API server adds on create; the builders' owner reference needs it.
     vs.metadata.uid = Some(format!("00000000-0000-0000-0000-{i:012}"));
-    let valid = vllmservice_api::validate(&vs).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut deployment = build::deployment(&valid, &Seen::default());
-    let mut service = build::service(&valid);
+    let (mut deployment, mut service) = owned_children(&vs)?;
     deployment.metadata.owner_references = None;
     service.metadata.owner_references = None;
     Ok((deployment, service))
 }
 
-/// Creates the Deployment and Service of each of M services (the direct
-/// variant: what the operator would create, with no operator), `concurrency`
-/// services in flight. Each service whose two creates were accepted increments
-/// `created`. Returns the number of retried requests.
-pub async fn create_direct(
+/// Creates each of M services' Deployment and Service as the operator's
+/// builders make them, with no operator, `concurrency` services in flight.
+/// Direct variant: without owner references (there is no VLLMService); floor
+/// variant: first the user's VLLMService, which then owns them. Each service
+/// whose creates were all accepted increments `created`. Returns the number of
+/// retried requests.
+pub async fn create_without_operator(
     client: &Client,
     m: usize,
+    floor: bool,
     concurrency: usize,
     created: &AtomicU64,
 ) -> anyhow::Result<u64> {
     let retries = AtomicU64::new(0);
+    let vllm: Api<VLLMService> = Api::namespaced(client.clone(), NAMESPACE);
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
     let services: Api<Service> = Api::namespaced(client.clone(), NAMESPACE);
     stream::iter(0..m)
         .map(|i| {
-            let (deployments, services, retries) = (&deployments, &services, &retries);
+            let (vllm, deployments, services, retries) = (&vllm, &deployments, &services, &retries);
             async move {
-                let (deployment, service) = direct_children(i)?;
+                let (deployment, service) = match floor {
+                    true => owned_children(&create_vllm(vllm, i, retries).await?)?,
+                    false => direct_children(i)?,
+                };
                 create_retrying(retries, || async {
                     deployments
                         .create(&PostParams::default(), &deployment)
@@ -254,6 +259,36 @@ pub async fn create_direct(
         .try_collect::<Vec<()>>()
         .await?;
     Ok(retries.into_inner())
+}
+
+/// Creates VLLMService `i` as the user would; returns it as stored (with its uid).
+async fn create_vllm(
+    api: &Api<VLLMService>,
+    i: usize,
+    retries: &AtomicU64,
+) -> anyhow::Result<VLLMService> {
+    let body: VLLMService = serde_json::from_value(service_body(i, false))?;
+    let made = Mutex::new(None);
+    create_retrying(retries, || async {
+        let vs = api.create(&PostParams::default(), &body).await?;
+        *made.lock().expect("made lock") = Some(vs);
+        Ok(())
+    })
+    .await?;
+    // A retry answered AlreadyExists: the first create went through.
+    Ok(match made.into_inner().expect("made lock") {
+        Some(vs) => vs,
+        None => api.get(&service_name(i)).await?,
+    })
+}
+
+/// The Deployment and Service the operator makes for `vs`, owned by it.
+fn owned_children(vs: &VLLMService) -> anyhow::Result<(Deployment, Service)> {
+    let valid = vllmservice_api::validate(vs).map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok((
+        build::deployment(&valid, &Seen::default()),
+        build::service(&valid),
+    ))
 }
 
 /// A status shaped like the one the operator writes for service `name` (its
@@ -356,66 +391,6 @@ pub fn created_event(event_name: &str, service: &str) -> Value {
         "regarding": {"apiVersion": "aiinfra.example.com/v1alpha1", "kind": "VLLMService",
                       "namespace": NAMESPACE, "name": service},
     })
-}
-
-/// The floor variant's creates, as the user and the operator would send them
-/// with nothing else running: VLLMService `i` (the user's), then its Deployment
-/// and Service from the operator's builders, owned by it; `concurrency`
-/// services in flight. Each service whose three creates were accepted
-/// increments `created`. Returns the number of retried requests.
-pub async fn create_floor(
-    client: &Client,
-    m: usize,
-    concurrency: usize,
-    created: &AtomicU64,
-) -> anyhow::Result<u64> {
-    let retries = AtomicU64::new(0);
-    let services_api: Api<VLLMService> = Api::namespaced(client.clone(), NAMESPACE);
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
-    let services: Api<Service> = Api::namespaced(client.clone(), NAMESPACE);
-    stream::iter(0..m)
-        .map(|i| {
-            let (services_api, deployments, services, retries) =
-                (&services_api, &deployments, &services, &retries);
-            async move {
-                let body: VLLMService = serde_json::from_value(service_body(i, false))?;
-                let made = Mutex::new(None);
-                create_retrying(retries, || async {
-                    let vs = services_api.create(&PostParams::default(), &body).await?;
-                    *made.lock().expect("made lock") = Some(vs);
-                    Ok(())
-                })
-                .await?;
-                // A retry answered AlreadyExists: the first create went through.
-                let vs = match made.into_inner().expect("made lock") {
-                    Some(vs) => vs,
-                    None => services_api.get(&service_name(i)).await?,
-                };
-                let valid = vllmservice_api::validate(&vs).map_err(|e| anyhow::anyhow!("{e}"))?;
-                let deployment = build::deployment(&valid, &Seen::default());
-                let service = build::service(&valid);
-                create_retrying(retries, || async {
-                    deployments
-                        .create(&PostParams::default(), &deployment)
-                        .await
-                        .map(|_| ())
-                })
-                .await?;
-                create_retrying(retries, || async {
-                    services
-                        .create(&PostParams::default(), &service)
-                        .await
-                        .map(|_| ())
-                })
-                .await?;
-                created.fetch_add(1, Ordering::Relaxed);
-                anyhow::Ok(())
-            }
-        })
-        .buffer_unordered(concurrency)
-        .try_collect::<Vec<()>>()
-        .await?;
-    Ok(retries.into_inner())
 }
 
 /// The floor variant's status step: once a Deployment is Available, the

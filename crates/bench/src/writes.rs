@@ -135,6 +135,15 @@ impl Kind {
         }
     }
 
+    /// How a create kind creates.
+    fn how(self) -> How {
+        match self {
+            Kind::DeploymentPostIgnore | Kind::ServicePostIgnore => How::PostIgnoringUnknownFields,
+            Kind::DeploymentApply | Kind::ServiceApply => How::Apply,
+            _ => How::Post,
+        }
+    }
+
     /// The kind's name for `--kinds`.
     fn short(self) -> &'static str {
         match self {
@@ -500,21 +509,13 @@ async fn write(client: &Client, kind: Kind, round: usize, i: usize) -> anyhow::R
     };
     let apply = PatchParams::apply(MANAGER).force();
     match kind {
-        Kind::DeploymentPost | Kind::DeploymentApply => {
+        Kind::DeploymentPost | Kind::DeploymentPostIgnore | Kind::DeploymentApply => {
             let (d, _) = children(&n)?;
-            create(client, kind == Kind::DeploymentPost, &n, &d).await?;
+            create(client, kind.how(), &n, &d).await?;
         }
-        Kind::ServicePost | Kind::ServiceApply => {
+        Kind::ServicePost | Kind::ServicePostIgnore | Kind::ServiceApply => {
             let (_, s) = children(&n)?;
-            create(client, kind == Kind::ServicePost, &n, &s).await?;
-        }
-        Kind::DeploymentPostIgnore => {
-            let (d, _) = children(&n)?;
-            post_ignoring_unknown_fields(client, &d).await?;
-        }
-        Kind::ServicePostIgnore => {
-            let (_, s) = children(&n)?;
-            post_ignoring_unknown_fields(client, &s).await?;
+            create(client, kind.how(), &n, &s).await?;
         }
         Kind::StatusApply | Kind::StatusApplyNoRules | Kind::StatusApplyIgnore => {
             let body = json!({"apiVersion": api_version(kind), "kind": "VLLMService",
@@ -563,34 +564,19 @@ async fn write(client: &Client, kind: Kind, round: usize, i: usize) -> anyhow::R
     Ok(())
 }
 
-/// Creates `obj` (named `n`) in the bench namespace with a POST, or with a
-/// server-side apply when `post` is false.
-async fn create<K>(client: &Client, post: bool, n: &str, obj: &K) -> kube::Result<()>
-where
-    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + Serialize
-        + std::fmt::Debug,
-{
-    let api: Api<K> = Api::namespaced(client.clone(), NAMESPACE);
-    if post {
-        let params = PostParams {
-            field_manager: Some(MANAGER.into()),
-            ..PostParams::default()
-        };
-        api.create(&params, obj).await?;
-    } else {
-        let params = PatchParams::apply(MANAGER).force();
-        api.patch(n, &params, &Patch::Apply(obj)).await?;
-    }
-    Ok(())
+/// How a child is created.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum How {
+    Post,
+    /// A POST that asks the API server not to look for unknown or duplicate
+    /// fields (`fieldValidation=Ignore`; kube's `PostParams` has no such
+    /// field, so the query parameter is added to the request kube builds).
+    PostIgnoringUnknownFields,
+    Apply,
 }
 
-/// Creates `obj` with a POST that asks the API server not to look for unknown
-/// or duplicate fields (`fieldValidation=Ignore`; kube's `PostParams` has no
-/// such field, so the query parameter is added to the request kube builds).
-async fn post_ignoring_unknown_fields<K>(client: &Client, obj: &K) -> anyhow::Result<()>
+/// Creates `obj` (named `n`) in the bench namespace, `how`.
+async fn create<K>(client: &Client, how: How, n: &str, obj: &K) -> anyhow::Result<()>
 where
     K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
         + Clone
@@ -599,15 +585,26 @@ where
         + std::fmt::Debug,
 {
     let api: Api<K> = Api::namespaced(client.clone(), NAMESPACE);
-    let params = PostParams {
+    let post = PostParams {
         field_manager: Some(MANAGER.into()),
         ..PostParams::default()
     };
-    let mut request =
-        kube::core::Request::new(api.resource_url()).create(&params, serde_json::to_vec(obj)?)?;
-    let uri = format!("{}&fieldValidation=Ignore", request.uri());
-    *request.uri_mut() = uri.parse()?;
-    let _: K = client.request(request).await?;
+    match how {
+        How::Post => {
+            api.create(&post, obj).await?;
+        }
+        How::PostIgnoringUnknownFields => {
+            let mut request = kube::core::Request::new(api.resource_url())
+                .create(&post, serde_json::to_vec(obj)?)?;
+            let uri = format!("{}&fieldValidation=Ignore", request.uri());
+            *request.uri_mut() = uri.parse()?;
+            let _: K = client.request(request).await?;
+        }
+        How::Apply => {
+            let params = PatchParams::apply(MANAGER).force();
+            api.patch(n, &params, &Patch::Apply(obj)).await?;
+        }
+    }
     Ok(())
 }
 
