@@ -245,14 +245,14 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The floor variant's status writes in flight (the operator's default `--concurrency`).
+const FLOOR_IN_FLIGHT: usize = 16;
+
 /// What each service needs written, at the least: one create per child, one
 /// status write (Available: a new service's first status waits for its pods
 /// within the operator's settle window, `settle.rs`, and the kwok pods of the
 /// bench are ready within it), and the one event naming every child created
 /// (a first status that is already Available is not announced again).
-/// The floor variant's status writes in flight (the operator's default `--concurrency`).
-const FLOOR_IN_FLIGHT: usize = 16;
-
 fn minimum_writes(variant: Variant) -> BTreeMap<String, u64> {
     if variant == Variant::Direct {
         // The harness's own creates: there is no status and no event.
