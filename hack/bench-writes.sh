@@ -2,8 +2,8 @@
 # What one write of each kind costs the API server (BENCHMARKS.md, "Write
 # costs"): creating a Deployment or Service with a POST or a server-side apply,
 # a VLLMService status by server-side apply or merge patch, an event, and the
-# one read the operator sends (a pod's log). Not part
-# of hack/test.sh; about 5 minutes.
+# one read the operator sends (a pod's log); --kinds picks some. Not part of
+# hack/test.sh; about 5 minutes.
 #
 #   hack/bench-writes.sh [--count 300] [--rounds 3] [--concurrency 16]
 #                        (bench-writes --help lists every option)
