@@ -44,7 +44,11 @@ fn free_port() -> u16 {
 
 struct Sim {
     child: Child,
+    /// stdout and stderr as their lines arrived, interleaved.
     out: Arc<Mutex<String>>,
+    /// stdout, stderr each on its own: the two readers interleave lines
+    /// arbitrarily, so a passage of several lines is looked for in one stream.
+    streams: [Arc<Mutex<String>>; 2],
     port: u16,
 }
 
@@ -94,20 +98,38 @@ impl Sim {
         }
         let mut child = cmd.spawn().expect("spawn vllm-sim");
         let out = Arc::new(Mutex::new(String::new()));
-        for pipe in [
+        let streams: [Arc<Mutex<String>>; 2] = Default::default();
+        for (pipe, stream) in [
             Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
             Box::new(child.stderr.take().unwrap()) as Box<dyn Read + Send>,
-        ] {
+        ]
+        .into_iter()
+        .zip(streams.clone())
+        {
             let out = out.clone();
             std::thread::spawn(move || {
                 for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                    let mut o = out.lock().unwrap();
-                    o.push_str(&line);
-                    o.push('\n');
+                    for buffer in [&out, &stream] {
+                        let mut b = buffer.lock().unwrap();
+                        b.push_str(&line);
+                        b.push('\n');
+                    }
                 }
             });
         }
-        Sim { child, out, port }
+        Sim {
+            child,
+            out,
+            streams,
+            port,
+        }
+    }
+
+    /// Whether stdout or stderr has `passage` (which may span lines).
+    fn in_one_stream(&self, passage: &str) -> bool {
+        self.streams
+            .iter()
+            .any(|s| s.lock().unwrap().contains(passage))
     }
 
     fn output(&self) -> String {
@@ -558,7 +580,7 @@ fn start_up_failures_exit_with_vllm_messages() {
         let (got, out) = sim.finish();
         assert_eq!(got, code, "{extra:?} {env:?}:\n{out}");
         assert!(
-            out.contains(needle),
+            sim.in_one_stream(needle),
             "{extra:?} {env:?}: no {needle:?} in:\n{out}"
         );
         assert!(!out.contains("Application startup complete."), "{out}");
@@ -582,7 +604,7 @@ fn start_up_failures_exit_with_vllm_messages() {
         let (got, out) = sim.finish();
         assert_eq!(got, 1, "{out}");
         assert!(
-            out.contains(&format!("ValueError: Invalid repository ID or local directory specified: '{path}'.\nPlease verify the following requirements:\n1. Provide a valid Hugging Face repository ID.")),
+            sim.in_one_stream(&format!("ValueError: Invalid repository ID or local directory specified: '{path}'.\nPlease verify the following requirements:\n1. Provide a valid Hugging Face repository ID.")),
             "{out}"
         );
     }
@@ -807,7 +829,7 @@ fn static_lora_failures_end_the_server_as_vllm() {
         let mut sim = Sim::start(&dir.path(), &extra, &[]);
         let (got, out) = sim.finish();
         assert_eq!(got, code, "{extra:?}:\n{out}");
-        assert!(out.contains(&tail), "{extra:?}: no {tail:?} in\n{out}");
+        assert!(sim.in_one_stream(&tail), "{extra:?}: no {tail:?} in\n{out}");
         if code == 1 {
             assert!(out.contains("[core.py:1124] Invocation of add_lora method failed"));
             assert!(!out.contains("Starting vLLM API server"));
