@@ -36,40 +36,44 @@ struct Args {
     arms: Vec<String>,
 }
 
-/// The rows of the table: (figure key, label, decimals).
-const ROWS: &[(&str, &str, usize)] = &[
-    ("t50_s", "first create → 50 % Available (s)", 1),
-    ("t100_s", "first create → 100 % Available (s)", 1),
+/// The rows of the table, by figure key; labels and decimals are the run
+/// report's ([`report::FIGURES`]), or [`OWN`]'s for figures it lists elsewhere.
+const ROWS: &[&str] = &[
+    "t50_s",
+    "t100_s",
+    "apiserver_cpu_s",
+    "operator_cpu_s",
+    "writes_per_service",
+    "operator_reads_per_service",
+    "steady_writes",
+    "restart_writes",
+    "operator_rss_steady_mib",
+    "restart_peak_rss_mib",
+    "restart_cpu_s",
+    "reconcile_compute_p99_ms",
+    "clusterip_allocation_mean_ms",
+    "probe_mem_ms",
+    "machine_steal_pct",
+];
+
+/// Labels of figures the run report shows in other tables.
+const OWN: &[(&str, &str, usize)] = &[
     (
         "apiserver_cpu_s",
         "kube-apiserver CPU to convergence (s)",
         1,
     ),
-    ("operator_cpu_s", "operator CPU to convergence (s)", 2),
-    ("writes_per_service", "operator writes per service", 2),
-    (
-        "operator_reads_per_service",
-        "operator reads per service",
-        2,
-    ),
-    ("steady_writes", "writes in the steady window", 0),
-    ("restart_writes", "writes after a restart", 0),
-    ("operator_rss_steady_mib", "operator RSS, steady (MiB)", 1),
-    (
-        "restart_peak_rss_mib",
-        "restarted operator, peak RSS (MiB)",
-        1,
-    ),
     ("restart_cpu_s", "restart: operator CPU (s)", 2),
-    ("reconcile_compute_p99_ms", "reconcile compute p99 (ms)", 2),
-    (
-        "clusterip_allocation_mean_ms",
-        "ClusterIP allocation, mean (ms)",
-        1,
-    ),
-    ("probe_mem_ms", "speed probe before the run: memory (ms)", 0),
-    ("machine_steal_pct", "steal during the run (%)", 1),
 ];
+
+/// A figure's label and decimals.
+fn label(key: &str) -> (&'static str, usize) {
+    report::FIGURES
+        .iter()
+        .chain(OWN)
+        .find(|f| f.0 == key)
+        .map_or(("?", 2), |f| (f.1, f.2))
+}
 
 /// The rows whose arms are compared as ratios.
 const RATIOS: &[&str] = &["t50_s", "t100_s", "apiserver_cpu_s", "operator_cpu_s"];
@@ -185,7 +189,8 @@ fn table(title: &str, command: &str, arms: &[String], runs: &[Run]) -> String {
     );
     let _ = writeln!(out, "| | {} |", arms.join(" | "));
     let _ = writeln!(out, "|---|{}", "---|".repeat(arms.len()));
-    for (key, label, decimals) in ROWS {
+    for key in ROWS {
+        let (label, decimals) = label(key);
         if arms.iter().all(|a| values(runs, a, key).is_empty()) {
             continue;
         }
@@ -224,7 +229,7 @@ fn table(title: &str, command: &str, arms: &[String], runs: &[Run]) -> String {
             let Some(b) = median_of(runs, base, key).filter(|b| *b > 0.0) else {
                 continue;
             };
-            let label = ROWS.iter().find(|r| r.0 == *key).map_or(*key, |r| r.1);
+            let (label, _) = label(key);
             let cells: Vec<String> = arms
                 .iter()
                 .map(|arm| {
@@ -276,15 +281,17 @@ mod tests {
         let t = table("test", "cmd", &arms, &runs);
         assert!(t.contains("in this order: A B B A A D B."), "{t}");
         assert!(
-            t.contains("| first create → 100 % Available (s) | 70.0 (60.0–80.0) | 66.0 (50.0–70.0) | 40.0 |"),
+            t.contains(
+                "| first create → 100% Available (s) | 70.0 (60.0–80.0) | 66.0 (50.0–70.0) | 40.0 |"
+            ),
             "{t}"
         );
         assert!(
-            t.contains("| first create → 100 % Available (s), against A | 1.00 | 0.94 | 0.57 |"),
+            t.contains("| first create → 100% Available (s), against A | 1.00 | 0.94 | 0.57 |"),
             "{t}"
         );
         assert!(
-            t.contains("| first create → 100 % Available (s), against D | 1.75 | 1.65 | 1.00 |"),
+            t.contains("| first create → 100% Available (s), against D | 1.75 | 1.65 | 1.00 |"),
             "{t}"
         );
         // Rows no arm has are left out.
