@@ -26,7 +26,7 @@ use kube::{
 };
 use serde_json::{Value, json};
 use vllmservice_api::VLLMService;
-use vllmservice_controller::{build, seen::Seen};
+use vllmservice_controller::reconcile::{build, seen::Seen};
 
 pub const NAMESPACE: &str = "bench";
 pub const GATEWAY: &str = "llm-gateway";

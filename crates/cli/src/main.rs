@@ -13,7 +13,10 @@ use anyhow::Context as _;
 use axum::{Router, extract::State, routing::get};
 use clap::{Parser, Subcommand, ValueEnum};
 use futures::StreamExt as _;
-use vllmservice_controller::{controller, health::Health, metrics::Metrics};
+use vllmservice_controller::{
+    runtime,
+    runtime::{health::Health, metrics::Metrics},
+};
 
 #[derive(Parser)]
 #[command(version, about = "Kubernetes operator that serves LLMs with vLLM")]
@@ -45,7 +48,7 @@ enum Command {
         #[arg(
             long,
             env = "VLLM_OPERATOR_PROMETHEUS_ADDRESS",
-            default_value = vllmservice_controller::build::DEFAULT_PROMETHEUS_ADDRESS,
+            default_value = vllmservice_controller::reconcile::build::DEFAULT_PROMETHEUS_ADDRESS,
             value_parser = prometheus_address
         )]
         prometheus_address: String,
@@ -89,15 +92,14 @@ struct RunArgs {
     /// Re-check every VLLMService this often even without events, in seconds.
     #[arg(long, env = "VLLM_OPERATOR_RESYNC_SECONDS", default_value_t = 300)]
     resync_seconds: u64,
-    /// A new VLLMService's first status waits up to this long (from its
-    /// Deployment's creation) for its pods to become ready, so that a quick
-    /// start costs one status write (Available) instead of two (Pending, then
-    /// Available). Failures are written at once; 0 writes Pending at once.
-    #[arg(
-        long,
-        env = "VLLM_OPERATOR_STATUS_SETTLE_SECONDS",
-        default_value_t = vllmservice_controller::controller::DEFAULT_STATUS_SETTLE.as_secs()
-    )]
+    /// Off by default (0: a new VLLMService's first status is written as soon
+    /// as it is known). When set, a new service's first status waits up to
+    /// this long (from its Deployment's creation) for its pods to become
+    /// ready, so that a quick start costs one status write (Available) and no
+    /// Available event instead of Pending, then Available: for clusters that
+    /// create many services at once and would rather spare the API server
+    /// than show Pending for a few seconds. Failures are written at once.
+    #[arg(long, env = "VLLM_OPERATOR_STATUS_SETTLE_SECONDS", default_value_t = 0)]
     status_settle_seconds: u64,
     /// Watch only this namespace (default: all).
     #[arg(long, env = "VLLM_OPERATOR_NAMESPACE")]
@@ -107,7 +109,7 @@ struct RunArgs {
     #[arg(
         long,
         env = "VLLM_OPERATOR_PROMETHEUS_ADDRESS",
-        default_value = vllmservice_controller::build::DEFAULT_PROMETHEUS_ADDRESS,
+        default_value = vllmservice_controller::reconcile::build::DEFAULT_PROMETHEUS_ADDRESS,
         value_parser = prometheus_address
     )]
     prometheus_address: String,
@@ -169,7 +171,7 @@ fn prometheus_address(s: &str) -> Result<String, String> {
     } else {
         Err(format!(
             "{s:?} is not an http:// or https:// URL such as {}",
-            vllmservice_controller::build::DEFAULT_PROMETHEUS_ADDRESS
+            vllmservice_controller::reconcile::build::DEFAULT_PROMETHEUS_ADDRESS
         ))
     }
 }
@@ -347,7 +349,7 @@ fn render(
             "# ownerReferences[].uid is left empty: the API server assigns the VLLMService's UID.\n",
         );
     }
-    for object in vllmservice_controller::build::objects(&valid, prometheus_address) {
+    for object in vllmservice_controller::reconcile::build::objects(&valid, prometheus_address) {
         out.push_str("---\n");
         out.push_str(&serde_saphyr::to_string(&object)?);
     }
@@ -369,7 +371,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let config = kube::Config::infer()
         .await
         .context("no Kubernetes configuration: set KUBECONFIG or run in a cluster")?;
-    let client = vllmservice_controller::metrics::counting_client(config, metrics.clone())
+    let client = vllmservice_controller::runtime::metrics::counting_client(config, metrics.clone())
         .context("building the Kubernetes client")?;
     let listener = tokio::net::TcpListener::bind(args.metrics_addr)
         .await
@@ -385,7 +387,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let app = health_router(metrics.clone(), health.clone(), role.clone());
     tokio::spawn(async move { axum::serve(listener, app).await });
 
-    let opts = controller::Options {
+    let opts = runtime::Options {
         concurrency: args.concurrency,
         resync: Duration::from_secs(args.resync_seconds),
         status_settle: Duration::from_secs(args.status_settle_seconds),
@@ -396,12 +398,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         prometheus_address: args.prometheus_address.clone(),
         streaming_lists: args.streaming_lists,
         health,
-        ..controller::Options::default()
+        ..runtime::Options::default()
     };
     let Some(lease_namespace) = args.leader_election_namespace.clone() else {
         metrics.leader.set(1);
         tracing::info!("controller starting (no leader election)");
-        controller::run(client, metrics, opts, shutdown_signal()).await;
+        runtime::run(client, metrics, opts, shutdown_signal()).await;
         tracing::info!("controller stopped");
         return Ok(());
     };
@@ -491,7 +493,7 @@ fn health_router(metrics: Arc<Metrics>, health: Health, role: Role) -> Router {
 async fn run_as_leader(
     client: kube::Client,
     metrics: Arc<Metrics>,
-    opts: controller::Options,
+    opts: runtime::Options,
     args: &RunArgs,
     namespace: String,
     role: Role,
@@ -507,7 +509,7 @@ async fn run_as_leader(
         )
         .with_namespace(&namespace)
         .with_identity(&identity)
-        .with_field_manager(vllmservice_controller::apply::FIELD_MANAGER)
+        .with_field_manager(vllmservice_controller::reconcile::apply::FIELD_MANAGER)
         .with_duration(args.leader_election_lease_duration_seconds)
         .with_grace(args.leader_election_renew_grace_seconds)
         .build()
@@ -552,7 +554,7 @@ async fn run_as_leader(
         tracing::info!(identity, "became the leader; controller starting");
         metrics.leader.set(1);
         role.set(Role::LEADER);
-        let controller = controller::run(
+        let controller = runtime::run(
             client.clone(),
             metrics.clone(),
             opts.clone(),
@@ -689,13 +691,13 @@ mod tests {
         );
 
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let opts = controller::Options {
+        let opts = runtime::Options {
             namespace: Some("none".into()),
             gpu_accounting: false,
             health: health.clone(),
-            ..controller::Options::default()
+            ..runtime::Options::default()
         };
-        let task = tokio::spawn(controller::run(
+        let task = tokio::spawn(runtime::run(
             client,
             Arc::new(Metrics::default()),
             opts,

@@ -226,7 +226,7 @@ fn helm_template_renders_the_values() {
     assert!(!args.contains(&"--streaming-lists".to_string()));
     assert!(args.contains(&format!(
         "--prometheus-address={}",
-        vllmservice_controller::build::DEFAULT_PROMETHEUS_ADDRESS
+        vllmservice_controller::reconcile::build::DEFAULT_PROMETHEUS_ADDRESS
     )));
     assert_eq!(
         container.image.as_deref(),

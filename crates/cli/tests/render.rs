@@ -10,7 +10,7 @@ use std::{
 
 use serde_json::{Value, json};
 use testkit::{TestNamespace, kubectl_ok, wait_until};
-use vllmservice_controller::apply::is_subset;
+use vllmservice_controller::reconcile::apply::is_subset;
 
 const BIN: &str = env!("CARGO_BIN_EXE_vllmservice-operator");
 
@@ -258,7 +258,7 @@ fn render_shows_the_scaled_object_with_the_prometheus_address() {
     };
     assert_eq!(
         addresses(&["render", "-"]),
-        [vllmservice_controller::build::DEFAULT_PROMETHEUS_ADDRESS]
+        [vllmservice_controller::reconcile::build::DEFAULT_PROMETHEUS_ADDRESS]
     );
     assert_eq!(
         addresses(&[

@@ -3,7 +3,7 @@
 //! dependencies and foreign objects are not errors: they are reported in
 //! status and the reconcile succeeds.)
 
-use crate::{compact::Unparsable, context::NotSynced};
+use crate::cache::NotSynced;
 
 /// Why a reconcile failed; every failure is retried with backoff.
 #[derive(Debug, thiserror::Error)]
@@ -15,9 +15,6 @@ pub enum Error {
     #[error("the operator cannot read {}: its watch has not listed them yet{}", .0.resource,
         .0.error.as_deref().map(|e| format!(" ({e})")).unwrap_or_default())]
     CacheNotSynced(NotSynced),
-    /// A cached child's fields do not parse as its kind's.
-    #[error(transparent)]
-    Unparsable(#[from] Unparsable),
 }
 
 /// The category of an error, used as a metric label.

@@ -12,9 +12,8 @@ use kube::{
 use vllmservice_api::{VLLMService, VLLMServiceStatus, condition_types as ct};
 
 use crate::{
-    conditions::Status,
-    context::Context,
-    text::{MAX_EVENT_NOTE_BYTES, truncate},
+    diagnosis::masking::{MAX_EVENT_NOTE_BYTES, truncate},
+    reconcile::{context::Context, status::conditions::Status},
 };
 
 /// Publishes an event about `vs` (and the child it concerns, if any).

@@ -1,41 +1,21 @@
 //! The VLLMService controller: read → validate → build → apply → status.
 //!
-//! The pipeline of one reconcile is [`reconcile`]; [`controller`] wires the
-//! watches and caches around it. Pure modules (no I/O): `build`, `status`,
-//! `route`, `conditions`, `diagnose`, `enginelog`, `done`, `names`, `placement`,
-//! `seen`, `settle`, `text`, `autoscaling`.
+//! Layers, one folder each: [`runtime`] runs the controller (watch wiring,
+//! discovery of optional APIs, health, metrics); [`cache`] keeps what the
+//! watches saw (indexes, GPU accounting, pod logs already read); [`reconcile`]
+//! is the pipeline of one VLLMService (`read`, `build`, `apply`, `status`);
+//! [`diagnosis`] reads vLLM and Hugging Face logs and masks secrets. Pure
+//! modules (no I/O): `reconcile::build`, `reconcile::status` (except its
+//! `write`), `diagnosis`, `names`, `cache::placement`.
 
-pub mod apply;
-pub mod autoscaling;
-pub mod build;
-pub mod compact;
-pub mod conditions;
-pub mod context;
-pub mod controller;
-pub mod cputime;
-pub mod diagnose;
-pub mod done;
-pub mod enginelog;
+pub mod cache;
+pub mod diagnosis;
 pub mod error;
 pub mod events;
-pub mod health;
-pub mod hflog;
 pub mod keda;
-pub mod lean;
-pub mod metrics;
-pub mod modelready;
 pub mod names;
-pub mod optional;
-pub mod placement;
+pub mod optional_apis;
 pub mod prometheus;
 pub mod rbac;
-pub mod read;
 pub mod reconcile;
-pub mod recorder;
-pub mod route;
-pub mod seen;
-pub mod settle;
-pub mod slim;
-pub mod status;
-pub mod text;
-pub mod wakeup;
+pub mod runtime;

@@ -1,10 +1,12 @@
-//! Names, labels, selectors and owner references of the children: made here
-//! and nowhere else.
+//! Names, labels, selectors and owner references of the children, and the
+//! stable hashes some names and annotations carry: made here and nowhere
+//! else. Pure.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{Resource, ResourceExt};
+use sha2::{Digest, Sha256};
 use vllmservice_api::VLLMService;
 
 pub const NAME_LABEL: &str = "app.kubernetes.io/name";
@@ -98,4 +100,44 @@ pub fn volume_name(vs: &VLLMService) -> String {
         (Some(pvc), None) => format!("PersistentVolumeClaim {pvc} (storage.pvcName)"),
         (None, None) => "the volume".into(),
     }
+}
+
+/// The vLLM container of the pods (its logs are read by this name).
+pub const CONTAINER_NAME: &str = "vllm";
+
+/// Size of the memory-backed /dev/shm when `spec.shmSize` is unset (as in vLLM's
+/// own Kubernetes guide). It counts against the pod's memory, and a diagnosis
+/// of a too small one names it.
+pub const SHM_DEFAULT_SIZE: &str = "2Gi";
+
+/// The name of the HorizontalPodAutoscaler KEDA makes for the ScaledObject of
+/// `vs`: KEDA's own `keda-hpa-<name>` when it fits a label value (KEDA's webhook
+/// refuses longer ones), else a shortened one with a hash of the full name,
+/// which the ScaledObject then asks for.
+pub fn hpa_name(vs: &VLLMService) -> String {
+    const MAX: usize = 63;
+    let name = default_hpa_name(vs);
+    if name.len() <= MAX {
+        return name;
+    }
+    let keep = &name[..MAX - 9];
+    format!(
+        "{}-{}",
+        keep.trim_end_matches('-'),
+        &content_hash(&name)[..8]
+    )
+}
+
+pub fn default_hpa_name(vs: &VLLMService) -> String {
+    format!("keda-hpa-{}", child_name(vs))
+}
+
+/// A short, stable hash of an object's JSON (16 hex digits): the same object
+/// always hashes the same, any change of a field changes it.
+pub fn content_hash<T: serde::Serialize>(object: &T) -> String {
+    let json = serde_json::to_string(object).expect("Kubernetes objects serialize to JSON");
+    Sha256::digest(json.as_bytes())[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Service;
 use kube::{Api, Client, client::Body};
 use serde_json::{Value, json};
 use tower_test::mock::{self, Handle};
-use vllmservice_controller::apply::{Applied, FIELD_MANAGER, apply_owned};
+use vllmservice_controller::reconcile::apply::{Applied, FIELD_MANAGER, apply_owned};
 
 const UID: &str = "11111111-2222-3333-4444-555555555555";
 const PATH: &str = "/api/v1/namespaces/ns/services";

@@ -21,7 +21,7 @@ use testkit::{
     wait_until,
 };
 use vllmservice_api::VLLMService;
-use vllmservice_controller::apply::FIELD_MANAGER;
+use vllmservice_controller::reconcile::apply::FIELD_MANAGER;
 
 /// Scaling steps take a scrape (2 s), the HPA's sync (15 s), KEDA's polling
 /// (15 s) and a pod start: minutes, not the usual minute.

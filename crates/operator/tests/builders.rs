@@ -7,9 +7,11 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use proptest::prelude::*;
 use vllmservice_api::VLLMService;
 use vllmservice_controller::{
-    build::{self, rollout},
-    placement::Capacity,
-    seen::Seen,
+    cache::placement::Capacity,
+    reconcile::{
+        build::{self, rollout},
+        seen::Seen,
+    },
 };
 
 fn example(file: &str) -> VLLMService {
@@ -183,7 +185,10 @@ fn scaledobject_query_escapes_the_model_name() {
 #[test]
 fn a_long_name_gets_a_short_hpa_name() {
     let mut vs = autoscaled(serde_json::json!({"maxReplicas": 3, "target": "2"}));
-    assert_eq!(build::scaledobject::hpa_name(&vs), "keda-hpa-qwen-demo");
+    assert_eq!(
+        vllmservice_controller::names::hpa_name(&vs),
+        "keda-hpa-qwen-demo"
+    );
     let hpa_config = |vs: &VLLMService| {
         scaledobject(vs)
             .spec
@@ -194,7 +199,7 @@ fn a_long_name_gets_a_short_hpa_name() {
     };
     assert_eq!(hpa_config(&vs).name, None, "KEDA's default name");
     vs.metadata.name = Some(format!("a{}", "-b".repeat(31)));
-    let name = build::scaledobject::hpa_name(&vs);
+    let name = vllmservice_controller::names::hpa_name(&vs);
     assert!(
         name.len() <= 63 && name.starts_with("keda-hpa-a-b"),
         "{name}"
@@ -202,7 +207,7 @@ fn a_long_name_gets_a_short_hpa_name() {
     assert_eq!(hpa_config(&vs).name.as_deref(), Some(name.as_str()));
     let mut other = vs.clone();
     other.metadata.name = Some(format!("a{}c", "-b".repeat(30)));
-    assert_ne!(build::scaledobject::hpa_name(&other), name);
+    assert_ne!(vllmservice_controller::names::hpa_name(&other), name);
 }
 
 #[test]
@@ -274,7 +279,7 @@ fn extra_args_come_last_after_tensor_parallelism_and_the_drain() {
 fn full_example_download_jobs() {
     let vs = example("full.yaml");
     let downloads = build::downloads(&valid(&vs));
-    let names: Vec<&str> = downloads.iter().map(|d| d.name.as_str()).collect();
+    let names: Vec<&str> = downloads.iter().map(|d| d.want.name.as_str()).collect();
     // The model's first, then the Hugging Face adapter's (the path adapter needs none).
     assert_eq!(names.len(), 2, "{names:?}");
     assert!(names[0].starts_with("hf-qwen2-5-7b-instruct-"), "{names:?}");
@@ -289,7 +294,7 @@ fn a_download_job_is_shared_and_follows_the_revision() {
     b.metadata.name = Some("other-service".into());
     b.metadata.uid = Some("00000000-0000-0000-0000-000000000002".into());
     b.spec.model_name = "other".into();
-    let name = |vs: &VLLMService| build::downloads(&valid(vs))[0].name.clone();
+    let name = |vs: &VLLMService| build::downloads(&valid(vs))[0].want.name.clone();
     // Same claim, path, repository and revision: one Job for both.
     assert_eq!(name(&a), name(&b));
     let mut c = a.clone();
@@ -350,7 +355,7 @@ fn a_download_job_is_shared_and_follows_the_revision() {
             .metadata
             .unwrap()
             .annotations
-            .unwrap()[build::download::PODS_ANNOTATION]
+            .unwrap()[vllmservice_controller::reconcile::downloads::PODS_ANNOTATION]
             .clone()
     };
     assert_ne!(pods(&a), pods(&c));

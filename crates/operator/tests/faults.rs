@@ -45,9 +45,9 @@ use serde_json::{Value, json};
 use testkit::{PrivateCluster, TestNamespace, wait_until};
 use vllmservice_api::VLLMService;
 use vllmservice_controller::{
-    build,
-    metrics::{ErrorLabels, Metrics},
     prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor},
+    reconcile::build,
+    runtime::metrics::{ErrorLabels, Metrics},
 };
 
 // ---------------------------------------------------------------------------

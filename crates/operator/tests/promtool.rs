@@ -6,7 +6,7 @@ use std::process::Command;
 
 use serde_json::json;
 use vllmservice_api::VLLMService;
-use vllmservice_controller::build;
+use vllmservice_controller::reconcile::build;
 
 fn example(file: &str) -> VLLMService {
     let path = testkit::repo_root().join("examples").join(file);

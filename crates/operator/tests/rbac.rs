@@ -33,8 +33,8 @@ use k8s_openapi::api::{
 use kube::{Api, api::PostParams};
 use testkit::TestNamespace;
 use vllmservice_controller::{
-    metrics::{CountWritesLayer, ErrorLabels, Metrics},
     rbac::{self, Rule, Scope},
+    runtime::metrics::{CountWritesLayer, ErrorLabels, Metrics},
 };
 
 /// Every response the operator received with status 403, as "METHOD path",
@@ -978,7 +978,7 @@ spec:
                 // The Job's name does not depend on the owner; the builder needs one.
                 vs.metadata.uid = Some("00000000-0000-0000-0000-000000000000".into());
                 let valid = vllmservice_api::validate(&vs).unwrap();
-                vllmservice_controller::build::downloads(&valid)[0]
+                vllmservice_controller::reconcile::downloads::wanted(&valid)[0]
                     .name
                     .clone()
             };

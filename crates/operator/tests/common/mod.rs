@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use testkit::TestNamespace;
 use tokio::{sync::oneshot, task::JoinHandle};
 use vllmservice_api::VLLMService;
-use vllmservice_controller::{controller, metrics::Metrics};
+use vllmservice_controller::{runtime, runtime::metrics::Metrics};
 
 pub const WAIT: Duration = Duration::from_secs(60);
 
@@ -36,8 +36,9 @@ impl Operator {
     /// another identity), watching only `ns`.
     pub async fn start_with_config(config: kube::Config, ns: &str) -> Operator {
         let metrics = Arc::new(Metrics::default());
-        let client = vllmservice_controller::metrics::counting_client(config, metrics.clone())
-            .expect("operator client");
+        let client =
+            vllmservice_controller::runtime::metrics::counting_client(config, metrics.clone())
+                .expect("operator client");
         // An admin identity: it may count the cluster's free GPUs.
         Operator::start_with(client, metrics, ns, true)
     }
@@ -51,17 +52,17 @@ impl Operator {
     }
 
     /// As [`Operator::start_with_client`]; `gpu_accounting` as in
-    /// [`controller::Options`] (it needs cluster-wide node and pod reads).
+    /// [`runtime::Options`] (it needs cluster-wide node and pod reads).
     pub fn start_with(
         client: Client,
         metrics: Arc<Metrics>,
         ns: &str,
         gpu_accounting: bool,
     ) -> Operator {
-        let opts = controller::Options {
+        let opts = runtime::Options {
             namespace: Some(ns.to_string()),
             gpu_accounting,
-            ..controller::Options::default()
+            ..runtime::Options::default()
         };
         Self::start_with_options(client, metrics, opts)
     }
@@ -72,15 +73,15 @@ impl Operator {
     /// spec sets `autoscaling.prometheus.serverAddress`.
     pub async fn start_with_prometheus(ns: &str, prometheus_address: &str) -> Operator {
         let metrics = Arc::new(Metrics::default());
-        let client = vllmservice_controller::metrics::counting_client(
+        let client = vllmservice_controller::runtime::metrics::counting_client(
             testkit::config().await,
             metrics.clone(),
         )
         .expect("operator client");
-        let opts = controller::Options {
+        let opts = runtime::Options {
             namespace: Some(ns.to_string()),
             prometheus_address: prometheus_address.to_string(),
-            ..controller::Options::default()
+            ..runtime::Options::default()
         };
         Self::start_with_options(client, metrics, opts)
     }
@@ -90,7 +91,7 @@ impl Operator {
     pub fn start_with_options(
         client: Client,
         metrics: Arc<Metrics>,
-        opts: controller::Options,
+        opts: runtime::Options,
     ) -> Operator {
         // VLLM_TEST_LOG=<filter> (e.g. "vllmservice_controller=debug") shows the operator's logs.
         if let Ok(filter) = std::env::var("VLLM_TEST_LOG") {
@@ -100,7 +101,7 @@ impl Operator {
                 .try_init();
         }
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(controller::run(client, metrics.clone(), opts, async {
+        let task = tokio::spawn(runtime::run(client, metrics.clone(), opts, async {
             let _ = stopped.await;
         }));
         Operator {
@@ -148,19 +149,19 @@ impl Env {
 
     /// [`Env::new`] with the operator's options changed by `change` (its
     /// namespace is the test's; admin identity, GPU accounting on).
-    pub async fn with_options(prefix: &str, change: impl FnOnce(&mut controller::Options)) -> Env {
+    pub async fn with_options(prefix: &str, change: impl FnOnce(&mut runtime::Options)) -> Env {
         testkit::install_all_crds();
         let client = testkit::client().await;
         let ns = TestNamespace::new(&client, prefix).await;
         let metrics = Arc::new(Metrics::default());
-        let operator_client = vllmservice_controller::metrics::counting_client(
+        let operator_client = vllmservice_controller::runtime::metrics::counting_client(
             testkit::config().await,
             metrics.clone(),
         )
         .expect("operator client");
-        let mut opts = controller::Options {
+        let mut opts = runtime::Options {
             namespace: Some(ns.name.clone()),
-            ..controller::Options::default()
+            ..runtime::Options::default()
         };
         change(&mut opts);
         let operator = Operator::start_with_options(operator_client, metrics, opts);

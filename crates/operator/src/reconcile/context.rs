@@ -1,0 +1,111 @@
+//! What every reconcile shares: the client, the caches, the event recorder,
+//! metrics, the operator's settings, and per-object memory (retry counts, the
+//! statuses written that the cache does not show yet). No I/O of its own.
+
+use std::{
+    borrow::Cow,
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use kube::{
+    Client, Resource,
+    runtime::{
+        events::{Recorder, Reporter},
+        reflector::{ObjectRef, Store},
+    },
+};
+use vllmservice_api::{VLLMService, VLLMServiceStatus};
+
+use crate::{
+    cache::{CachedService, Caches, StatusEchoes},
+    optional_apis::Apis,
+    runtime::metrics::Metrics,
+};
+
+/// The operator's settings that the reconciles read.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Re-check every object this often even without events.
+    pub resync: Duration,
+    /// How long a new VLLMService's first status may wait for its pods
+    /// (`status::settle`); zero writes it at once.
+    pub status_settle: Duration,
+    /// Where KEDA queries Prometheus unless a spec says otherwise.
+    pub prometheus_address: String,
+    /// The namespace the controller watches (None: all).
+    pub namespace: Option<String>,
+}
+
+/// What every reconcile shares.
+pub struct Context {
+    pub client: Client,
+    /// The optional APIs installed when this controller's watches were set up.
+    pub apis: Apis,
+    /// The controller's cache of VLLMServices.
+    pub services: Store<CachedService>,
+    /// The controller's caches of children and of the objects they depend on.
+    pub caches: Caches,
+    pub metrics: Arc<Metrics>,
+    pub recorder: Recorder,
+    pub settings: Settings,
+    /// Consecutive failures per object, for exponential backoff.
+    failures: Mutex<HashMap<ObjectRef<CachedService>, u32>>,
+    /// The statuses written that the cache does not show yet.
+    written: StatusEchoes,
+}
+
+impl Context {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        client: Client,
+        metrics: Arc<Metrics>,
+        reporter: Reporter,
+        settings: Settings,
+        apis: Apis,
+        services: Store<CachedService>,
+        caches: Caches,
+        written: StatusEchoes,
+    ) -> Self {
+        Context {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            apis,
+            services,
+            caches,
+            metrics,
+            settings,
+            failures: Mutex::default(),
+            written,
+        }
+    }
+
+    /// `vs` with the status it has now: the cached copy, unless this operator has
+    /// written a status the cache does not show yet.
+    pub fn latest<'a>(&self, vs: &'a VLLMService) -> Cow<'a, VLLMService> {
+        self.written.latest(vs)
+    }
+
+    /// Remembers a status written for `vs` (the copy the write was based on).
+    pub fn wrote_status(&self, vs: &VLLMService, status: &VLLMServiceStatus) {
+        self.written.wrote(vs, status, |key| {
+            self.services
+                .get(key)
+                .map(|c| c.meta().resource_version.clone())
+        });
+    }
+
+    /// Counts a failed reconcile of `obj`; returns how many in a row.
+    pub fn failed(&self, obj: ObjectRef<CachedService>) -> u32 {
+        let mut f = self.failures.lock().expect("failures lock");
+        let n = f.entry(obj).or_default();
+        *n = n.saturating_add(1);
+        *n
+    }
+
+    /// Forgets the failures of `obj`: it reconciled, or it is gone.
+    pub fn succeeded(&self, obj: &ObjectRef<CachedService>) {
+        self.failures.lock().expect("failures lock").remove(obj);
+    }
+}

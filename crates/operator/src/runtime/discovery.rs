@@ -1,0 +1,98 @@
+//! Which optional APIs the cluster serves, read from their CRDs (a list by
+//! name each: the operator may list and watch CRDs, nothing more), and a
+//! watch of the CRDs that says when that changes, so that installing one
+//! later needs no operator restart. I/O: reads and watches CRDs.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::{
+    Api, Client, ResourceExt,
+    api::ListParams,
+    core::PartialObjectMeta,
+    runtime::{WatchStreamExt, watcher},
+};
+
+use super::{backoff, watches::watch_backoff};
+use crate::optional_apis::{self, Apis, CrdConditions};
+
+/// Reads the optional APIs' CRDs; an API counts as installed when all its
+/// CRDs are Established.
+pub async fn discover(client: &Client) -> kube::Result<Apis> {
+    let crds: Api<CrdConditions> = Api::all(client.clone());
+    let mut established = Vec::new();
+    for name in optional_apis::all_crds() {
+        let by_name = ListParams::default().fields(&format!("metadata.name={name}"));
+        let crd = crds.list(&by_name).await?.items.into_iter().next();
+        if crd.is_some_and(|crd| crd.is_established()) {
+            established.push(name.to_string());
+        }
+    }
+    Ok(Apis::from_established(&established))
+}
+
+/// [`discover`], retried with backoff until it answers.
+pub async fn discover_until_ok(client: &Client) -> Apis {
+    let mut failures = 0;
+    loop {
+        match discover(client).await {
+            Ok(apis) => return apis,
+            Err(e) => {
+                failures += 1;
+                let delay = backoff(failures);
+                tracing::warn!(error = %e, retry_in = ?delay, "reading CRDs failed");
+                tokio::time::sleep(delay).await;
+            }
+        }
+    }
+}
+
+/// Completes when the watches must be rebuilt: the set of installed optional
+/// APIs differs from `current`, or the connection to the API server was lost
+/// (e.g. it restarted) and is back.
+///
+/// After an API-server restart, watches that resume from their old
+/// resourceVersion were answered only after 1–4 minutes (with 410 Gone), so
+/// changes made meanwhile went unseen (docs/reliability.md). Fresh watches,
+/// which list first, are answered at once; rebuilding also re-reads every
+/// object, which is what a level-triggered controller should do after an outage.
+pub async fn changed(client: Client, current: Apis) {
+    let crds = Api::<PartialObjectMeta<CustomResourceDefinition>>::all(client.clone());
+    let mut events = watcher(crds, watcher::Config::default())
+        .backoff(watch_backoff())
+        .boxed();
+    // A (re-)list is checked once as a whole, not once per CRD in it: a CRD
+    // installed between the discovery of `current` and the first list shows only there.
+    while let Some(event) = events.next().await {
+        let relevant = match event {
+            // The API server answered (with an error status, e.g. 403): still connected.
+            Err(
+                watcher::Error::WatchError(_)
+                | watcher::Error::InitialListFailed(kube::Error::Api(_))
+                | watcher::Error::WatchStartFailed(kube::Error::Api(_))
+                | watcher::Error::WatchFailed(kube::Error::Api(_)),
+            ) => continue,
+            Err(e) => {
+                tracing::warn!(error = %e, "lost the connection to the API server");
+                while discover(&client).await.is_err() {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                tracing::info!("the API server is reachable again");
+                return;
+            }
+            Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => false,
+            Ok(watcher::Event::InitDone) => true,
+            Ok(watcher::Event::Apply(crd) | watcher::Event::Delete(crd)) => {
+                Apis::is_relevant(&crd.name_any())
+            }
+        };
+        if relevant
+            && let Ok(now) = discover(&client).await
+            && now != current
+        {
+            tracing::info!("optional APIs changed");
+            return;
+        }
+    }
+}

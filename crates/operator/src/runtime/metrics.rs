@@ -1,0 +1,321 @@
+//! The operator's own metrics (served at `/metrics` by the binary) and the
+//! client layer that counts every write request the operator sends.
+
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex},
+    task::{Context, Poll},
+};
+
+use prometheus_client::{
+    encoding::{EncodeLabelSet, text::encode},
+    metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
+    registry::Registry,
+};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WriteLabels {
+    /// create, update, patch, delete
+    pub verb: String,
+    /// The API resource, with its subresource: `deployments`, `vllmservices/status`, `events`.
+    pub resource: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabels {
+    pub category: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LogReadLabels {
+    /// `diagnosis` (a container that failed, restarts or overran its startup budget)
+    /// or `engine` (the start-up lines of a Ready pod, once per revision).
+    pub purpose: String,
+}
+
+/// Every series the operator exports.
+pub struct Metrics {
+    pub reconciles: Counter,
+    /// Reconciles running right now.
+    pub reconciles_in_flight: Gauge,
+    pub reconcile_errors: Family<ErrorLabels, Counter>,
+    pub reconcile_duration: Histogram,
+    pub writes: Family<WriteLabels, Counter>,
+    pub managed_objects: Gauge,
+    pub leader: Gauge,
+    /// Container log reads (`pods/log` requests), by purpose.
+    pub pod_log_reads: Family<LogReadLabels, Counter>,
+    /// Reconciles that held a new service's first status back (`status::settle`).
+    pub status_writes_held: Counter,
+    registry: Registry,
+    /// The same counts as `writes`, readable in-process (a `Family` cannot be iterated).
+    write_counts: Mutex<BTreeMap<(String, String), u64>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let reconciles = Counter::default();
+        let reconciles_in_flight = Gauge::default();
+        let reconcile_errors = Family::<ErrorLabels, Counter>::default();
+        let reconcile_duration = Histogram::new([
+            0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+        ]);
+        let writes = Family::<WriteLabels, Counter>::default();
+        let managed_objects = Gauge::default();
+        let leader = Gauge::default();
+        let pod_log_reads = Family::<LogReadLabels, Counter>::default();
+        let status_writes_held = Counter::default();
+        let mut registry = Registry::with_prefix("vllmservice_operator");
+        registry.register(
+            "reconciles",
+            "Reconciles run, by any outcome",
+            reconciles.clone(),
+        );
+        registry.register(
+            "reconciles_in_flight",
+            "Reconciles running right now",
+            reconciles_in_flight.clone(),
+        );
+        registry.register(
+            "reconcile_errors",
+            "Reconciles that failed, by error category",
+            reconcile_errors.clone(),
+        );
+        registry.register(
+            "reconcile_duration_seconds",
+            "Time one reconcile took",
+            reconcile_duration.clone(),
+        );
+        registry.register(
+            "write_requests",
+            "Write requests sent to the API server, by verb and resource",
+            writes.clone(),
+        );
+        registry.register(
+            "managed_objects",
+            "VLLMServices the operator currently knows",
+            managed_objects.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this replica holds the leader lease and reconciles",
+            leader.clone(),
+        );
+        registry.register(
+            "pod_log_reads",
+            "Container log reads (pods/log requests) of vLLM containers, by purpose",
+            pod_log_reads.clone(),
+        );
+        registry.register(
+            "status_writes_held",
+            "Reconciles that held a new VLLMService's first status back while its pods may still become ready within the settle window (--status-settle-seconds)",
+            status_writes_held.clone(),
+        );
+        Metrics {
+            pod_log_reads,
+            status_writes_held,
+            reconciles,
+            reconciles_in_flight,
+            reconcile_errors,
+            reconcile_duration,
+            writes,
+            managed_objects,
+            leader,
+            registry,
+            write_counts: Mutex::default(),
+        }
+    }
+}
+
+impl Metrics {
+    /// The text exposition of every series.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        out
+    }
+
+    /// Counts one write request.
+    pub fn record_write(&self, labels: WriteLabels) {
+        self.writes.get_or_create(&labels).inc();
+        let mut seen = self.write_counts.lock().expect("write counts lock");
+        *seen.entry((labels.verb, labels.resource)).or_default() += 1;
+    }
+
+    /// Counts one container log read for `purpose` (`diagnosis` or `engine`).
+    pub fn record_log_read(&self, purpose: &str) {
+        self.pod_log_reads
+            .get_or_create(&LogReadLabels {
+                purpose: purpose.to_string(),
+            })
+            .inc();
+    }
+
+    /// Container log reads so far for `purpose`.
+    pub fn log_reads(&self, purpose: &str) -> u64 {
+        self.pod_log_reads
+            .get_or_create(&LogReadLabels {
+                purpose: purpose.to_string(),
+            })
+            .get()
+    }
+
+    /// Total write requests sent so far (any verb, any resource).
+    pub fn write_total(&self) -> u64 {
+        self.write_counts
+            .lock()
+            .expect("write counts lock")
+            .values()
+            .sum()
+    }
+
+    /// Write requests so far, as `("verb resource", count)`, for reports and test failures.
+    pub fn writes_by_kind(&self) -> Vec<(String, u64)> {
+        self.write_counts
+            .lock()
+            .expect("write counts lock")
+            .iter()
+            .map(|((verb, resource), n)| (format!("{verb} {resource}"), *n))
+            .collect()
+    }
+}
+
+/// The verb and resource of a request, when it is a write.
+pub fn classify_write(method: &http::Method, path: &str) -> Option<WriteLabels> {
+    let verb = match *method {
+        http::Method::POST => "create",
+        http::Method::PUT => "update",
+        http::Method::PATCH => "patch",
+        http::Method::DELETE => "delete",
+        _ => return None,
+    };
+    let path = path.split('?').next().unwrap_or_default();
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let rest = match segs.first() {
+        Some(&"api") => segs.get(2..),
+        Some(&"apis") => segs.get(3..),
+        _ => None,
+    }
+    .unwrap_or_default();
+    let rest = match rest {
+        ["namespaces", _ns, tail @ ..] if !tail.is_empty() => tail,
+        other => other,
+    };
+    let resource = match rest {
+        [resource] | [resource, _] => resource.to_string(),
+        [resource, _, sub, ..] => format!("{resource}/{sub}"),
+        [] => "unknown".to_string(),
+    };
+    Some(WriteLabels {
+        verb: verb.to_string(),
+        resource,
+    })
+}
+
+/// A tower layer for kube's client that counts write requests into [`Metrics::writes`].
+#[derive(Clone)]
+pub struct CountWritesLayer(pub Arc<Metrics>);
+
+impl<S> tower::Layer<S> for CountWritesLayer {
+    type Service = CountWrites<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        CountWrites {
+            inner,
+            metrics: self.0.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct CountWrites<S> {
+    inner: S,
+    metrics: Arc<Metrics>,
+}
+
+impl<S, B> tower::Service<http::Request<B>> for CountWrites<S>
+where
+    S: tower::Service<http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        if let Some(labels) = classify_write(req.method(), req.uri().path()) {
+            self.metrics.record_write(labels);
+        }
+        self.inner.call(req)
+    }
+}
+
+/// A client whose write requests are counted into `metrics`.
+pub fn counting_client(config: kube::Config, metrics: Arc<Metrics>) -> kube::Result<kube::Client> {
+    Ok(kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&CountWritesLayer(metrics))
+        .build())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_are_classified_by_verb_and_resource() {
+        let c = |m: http::Method, p: &str| {
+            classify_write(&m, p).map(|l| format!("{} {}", l.verb, l.resource))
+        };
+        assert_eq!(
+            c(
+                http::Method::PATCH,
+                "/apis/apps/v1/namespaces/a/deployments/x?fieldManager=m"
+            ),
+            Some("patch deployments".into())
+        );
+        assert_eq!(
+            c(
+                http::Method::PATCH,
+                "/apis/aiinfra.example.com/v1alpha1/namespaces/a/vllmservices/x/status"
+            ),
+            Some("patch vllmservices/status".into())
+        );
+        assert_eq!(
+            c(
+                http::Method::POST,
+                "/apis/events.k8s.io/v1/namespaces/a/events"
+            ),
+            Some("create events".into())
+        );
+        assert_eq!(
+            c(http::Method::DELETE, "/api/v1/namespaces/a"),
+            Some("delete namespaces".into())
+        );
+        assert_eq!(c(http::Method::GET, "/api/v1/namespaces/a/pods"), None);
+    }
+
+    #[test]
+    fn counted_writes_are_summed() {
+        let m = Metrics::default();
+        for (verb, res) in [
+            ("patch", "deployments"),
+            ("patch", "deployments"),
+            ("create", "events"),
+        ] {
+            m.record_write(WriteLabels {
+                verb: verb.into(),
+                resource: res.into(),
+            });
+        }
+        assert_eq!(m.write_total(), 3);
+        assert_eq!(
+            m.writes_by_kind(),
+            vec![
+                ("create events".to_string(), 1),
+                ("patch deployments".to_string(), 2)
+            ]
+        );
+    }
+}

@@ -1,0 +1,535 @@
+//! The controller runtime around the reconcile pipeline: the run loop (one
+//! incarnation of the watches per set of installed optional APIs), the watch
+//! wiring, when reconciles may start, concurrency, and the per-object retry
+//! policy. I/O: everything here talks to the API server or serves probes.
+
+pub mod discovery;
+pub mod health;
+pub mod metrics;
+pub mod watches;
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use futures::{Future, FutureExt, StreamExt};
+use gateway_api::apis::standard::{gateways::Gateway, httproutes::HttpRoute};
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    autoscaling::v2::HorizontalPodAutoscaler,
+    batch::v1::Job,
+    core::v1::{PersistentVolumeClaim, Service},
+    policy::v1::PodDisruptionBudget,
+};
+use kube::{
+    Client, Resource, ResourceExt,
+    runtime::{
+        Controller, WatchStreamExt,
+        controller::{self, Action},
+        events::{EventType, Reporter},
+        predicates,
+        reflector::{ObjectRef, Store},
+    },
+};
+use tracing::Instrument;
+
+use crate::{
+    cache::{
+        CachedPod, CachedService, Caches, NameIndex, Placement, PodIndex, PodLogs, StatusEchoes,
+        placement::NodeView,
+    },
+    error::Error,
+    events,
+    keda::scaledobjects::ScaledObject,
+    names,
+    optional_apis::Apis,
+    prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor},
+    reconcile::{
+        self,
+        build::DEFAULT_PROMETHEUS_ADDRESS,
+        context::{Context, Settings},
+        gateway::Target,
+    },
+};
+use health::Health;
+use metrics::Metrics;
+use watches::{Keep, ListStrategy, Select, Watches, ignore, is_managed, meta_only};
+
+/// Options of the controller loop.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// How many VLLMServices are reconciled at once.
+    pub concurrency: u16,
+    /// Re-check every object this often even without events (level-triggered safety net).
+    pub resync: Duration,
+    /// How long a new VLLMService's first status may wait for its pods to
+    /// become ready, so that a quick start is written once; zero (the
+    /// default) writes it at once.
+    pub status_settle: Duration,
+    /// Name reported as the source of events.
+    pub reporter: String,
+    /// This replica's identity (pod name), reported with events.
+    pub instance: Option<String>,
+    /// Watch only this namespace (default: all namespaces).
+    pub namespace: Option<String>,
+    /// Where the controller reports cache sync and loop state (for `/readyz`, `/healthz`).
+    pub health: Health,
+    /// Watch every node and every running pod of the cluster to count free GPUs
+    /// (rollout strategy Auto, the numbers of a blocked rollout). Needs the
+    /// cluster-wide node and pod rules; off in watch-namespace mode.
+    pub gpu_accounting: bool,
+    /// The Prometheus KEDA queries for a VLLMService whose
+    /// `spec.autoscaling.prometheus.serverAddress` is unset.
+    pub prometheus_address: String,
+    /// Fill the caches from streamed lists (WatchList) when the API server
+    /// offers them; otherwise, and by default, from lists in pages.
+    pub streaming_lists: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            concurrency: 16,
+            resync: Duration::from_secs(300),
+            status_settle: Duration::ZERO,
+            reporter: names::MANAGED_BY_VALUE.to_string(),
+            instance: None,
+            namespace: None,
+            health: Health::default(),
+            gpu_accounting: true,
+            prometheus_address: DEFAULT_PROMETHEUS_ADDRESS.to_string(),
+            streaming_lists: false,
+        }
+    }
+}
+
+/// Runs the controller until `shutdown` completes. When an optional API (Gateway
+/// API, Prometheus Operator, KEDA) is installed or removed, the watches are rebuilt
+/// and every VLLMService is reconciled again; no restart of the process is needed.
+pub async fn run(
+    client: Client,
+    metrics: Arc<Metrics>,
+    opts: Options,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let health = opts.health.clone();
+    health.set_running(true);
+    run_until_stopped(client, metrics, opts, shutdown).await;
+    health.set_running(false);
+}
+
+async fn run_until_stopped(
+    client: Client,
+    metrics: Arc<Metrics>,
+    opts: Options,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let shutdown = shutdown.shared();
+    let stopping = Arc::new(AtomicBool::new(false));
+    loop {
+        let apis = tokio::select! {
+            apis = discovery::discover_until_ok(&client) => apis,
+            _ = shutdown.clone() => return,
+        };
+        let lists = match opts.streaming_lists {
+            true => ListStrategy::probe(&client).await,
+            false => ListStrategy::Paged,
+        };
+        tracing::info!(
+            gateway_api = apis.gateway,
+            prometheus_operator = apis.prometheus,
+            keda = apis.keda,
+            streaming_lists = lists == ListStrategy::Streaming,
+            "optional APIs"
+        );
+        let (changed_tx, changed) = tokio::sync::oneshot::channel::<()>();
+        let watch_crds = tokio::spawn({
+            let client = client.clone();
+            async move {
+                discovery::changed(client, apis).await;
+                let _ = changed_tx.send(());
+            }
+        });
+        let stop = {
+            let (shutdown, stopping) = (shutdown.clone(), stopping.clone());
+            async move {
+                tokio::select! {
+                    _ = shutdown => stopping.store(true, Ordering::SeqCst),
+                    _ = changed => {}
+                }
+            }
+        };
+        run_watches(client.clone(), metrics.clone(), &opts, apis, lists, stop).await;
+        watch_crds.abort();
+        if stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        tracing::info!("rebuilding watches");
+    }
+}
+
+/// The label KEDA puts on its HPAs (and ScaledObjects): the ScaledObject's name.
+const SCALED_OBJECT_LABEL: &str = "scaledobject.keda.sh/name";
+
+/// How long the controller waits for its caches before it starts anyway: a
+/// cache whose watch is refused (e.g. a missing RBAC rule) never fills, and
+/// the reconciles that need it then report why.
+const CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One incarnation of the controller, with the watches `apis` allows.
+async fn run_watches(
+    client: Client,
+    metrics: Arc<Metrics>,
+    opts: &Options,
+    apis: Apis,
+    lists: ListStrategy,
+    stop: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let mut w = Watches::new(client.clone(), opts.namespace.clone(), lists);
+    opts.health.set_caches_synced(false);
+
+    // The VLLMServices: a change of the spec (generation) or of the object's
+    // identity triggers a reconcile; a status change does not, so the operator's
+    // own status writes do not come back as work. A status edited by someone
+    // else is corrected at the next child event or resync.
+    // `claims`: which services mount each claim, for the PVC watch.
+    let claims: NameIndex<CachedService> = NameIndex::new(claim_of);
+    // The statuses written that the cache does not show yet: each goes once
+    // the cache holds a newer copy of its VLLMService.
+    let echoes = StatusEchoes::default();
+    let (vllm_cache, vllm_services) = {
+        let (claims, echoes) = (claims.clone(), echoes.clone());
+        w.cache::<CachedService, _>(
+            Select::All,
+            Keep::Every,
+            move |e| claims.saw(e),
+            move |vs| {
+                echoes.cached(&vs);
+                vs
+            },
+        )
+    };
+    let store = vllm_cache.store.clone();
+    let vllm_services = vllm_services.predicate_filter(predicates::generation, Default::default());
+    let mut controller = Controller::for_stream(vllm_services, store.clone());
+
+    let pod_index = PodIndex::default();
+    let pod_logs = PodLogs::default();
+    // Free GPUs are counted over the whole cluster: only an operator that may
+    // see every namespace's pods can count them. Then one watch of every pod
+    // feeds the count and, with the operator's own pods, the cache, so that
+    // no pod is sent (and parsed) twice.
+    let placement = opts.gpu_accounting.then(|| {
+        let placement = Placement::default();
+        let counted = placement.clone();
+        w.index::<NodeView>(Select::Cluster, move |e| counted.saw_node(e));
+        placement
+    });
+    let (pods, pod_events) = {
+        let (index, logs, counted) = (pod_index.clone(), pod_logs.clone(), placement.clone());
+        let select = match placement {
+            Some(_) => Select::Cluster,
+            None => Select::Managed,
+        };
+        w.cache::<CachedPod, _>(
+            select,
+            Keep::Only(is_managed),
+            move |e| {
+                if let Some(p) = &counted {
+                    p.saw_pod(e);
+                }
+                index.saw(e);
+                logs.saw(e);
+            },
+            meta_only,
+        )
+    };
+    let (deployments, deployment_events) =
+        w.cache::<Deployment, _>(Select::Managed, Keep::Every, ignore, meta_only);
+    let (services, service_events) =
+        w.cache::<Service, _>(Select::Managed, Keep::Every, ignore, meta_only);
+    let (pvcs, pvc_events) =
+        w.cache::<PersistentVolumeClaim, _>(Select::All, Keep::Every, ignore, meta_only);
+    let (pdbs, pdb_events) =
+        w.cache::<PodDisruptionBudget, _>(Select::Managed, Keep::Every, ignore, meta_only);
+    let (jobs, job_events) = w.cache::<Job, _>(Select::Managed, Keep::Every, ignore, meta_only);
+    // KEDA's HPAs, whose ScalingLimited the status reports: the HPA's owner is
+    // the ScaledObject, named like the VLLMService (its label says which).
+    let (hpas, hpa_events) = w.cache::<HorizontalPodAutoscaler, _>(
+        Select::Labelled(SCALED_OBJECT_LABEL),
+        Keep::Every,
+        ignore,
+        meta_only,
+    );
+    controller = controller
+        .owns_stream(deployment_events)
+        .owns_stream(service_events)
+        .owns_stream(pdb_events)
+        // Download Jobs may have several owners (services sharing a download),
+        // none a controller: every owner hears of the Job.
+        .watches_stream(job_events, |job| {
+            let ns = job.namespace().unwrap_or_default();
+            job.owner_references()
+                .iter()
+                .filter(|r| r.kind == "VLLMService")
+                .map(|r| ObjectRef::<CachedService>::new(&r.name).within(&ns))
+                .collect::<Vec<_>>()
+        })
+        .watches_stream(hpa_events, |hpa| {
+            let ns = hpa.namespace()?;
+            let name = hpa.labels().get(SCALED_OBJECT_LABEL)?;
+            Some(ObjectRef::new(name).within(&ns))
+        })
+        .watches_stream(pod_events, |pod| {
+            let ns = pod.namespace()?;
+            names::instance_of(pod.labels()).map(|n| ObjectRef::new(n).within(&ns))
+        })
+        .watches_stream(pvc_events, move |pvc| {
+            let ns = pvc.namespace().unwrap_or_default();
+            claims
+                .names_of(&ns, &pvc.name_any())
+                .into_iter()
+                .map(|n| ObjectRef::new(&n).within(&ns))
+                .collect::<Vec<_>>()
+        });
+    let mut caches = Caches {
+        deployments,
+        services,
+        pods,
+        pod_index,
+        pod_logs,
+        pvcs,
+        pdbs,
+        jobs,
+        placement,
+        routes: None,
+        gateways: None,
+        monitors: None,
+        rules: None,
+        scaled_objects: None,
+        hpas,
+    };
+    if apis.gateway {
+        let (routes, route_events) =
+            w.cache::<HttpRoute, _>(Select::Managed, Keep::Every, ignore, meta_only);
+        let (gateways, gateway_events) =
+            w.cache::<Gateway, _>(Select::All, Keep::Every, ignore, meta_only);
+        let services = store.clone();
+        controller = controller
+            .owns_stream(route_events)
+            .watches_stream(gateway_events, move |gw| {
+                services_using_gateway(&services, &gw)
+            });
+        (caches.routes, caches.gateways) = (Some(routes), Some(gateways));
+    }
+    if apis.prometheus {
+        let (monitors, monitor_events) =
+            w.cache::<ServiceMonitor, _>(Select::Managed, Keep::Every, ignore, meta_only);
+        let (rules, rule_events) =
+            w.cache::<PrometheusRule, _>(Select::Managed, Keep::Every, ignore, meta_only);
+        controller = controller
+            .owns_stream(monitor_events)
+            .owns_stream(rule_events);
+        (caches.monitors, caches.rules) = (Some(monitors), Some(rules));
+    }
+    if apis.keda {
+        let (scaled_objects, scaled_object_events) =
+            w.cache::<ScaledObject, _>(Select::Managed, Keep::Every, ignore, meta_only);
+        controller = controller.owns_stream(scaled_object_events);
+        caches.scaled_objects = Some(scaled_objects);
+    }
+
+    // Reconciles start once every cache holds its first list, so that a start
+    // does not take, say, a PVC for missing because its cache is still empty.
+    let stop = stop.shared();
+    let all_synced = {
+        let (caches, vllm_cache) = (caches.clone(), vllm_cache.clone());
+        move || {
+            let (caches, vllm_cache) = (caches.clone(), vllm_cache.clone());
+            async move {
+                vllm_cache.synced().await;
+                caches.synced().await;
+            }
+        }
+    };
+    tokio::select! {
+        synced = tokio::time::timeout(CACHE_SYNC_TIMEOUT, all_synced()) => {
+            if synced.is_err() {
+                tracing::warn!(timeout = ?CACHE_SYNC_TIMEOUT, "some watch caches are not filled; starting anyway");
+            }
+        }
+        _ = stop.clone() => return,
+    }
+    let health = opts.health.clone();
+    w.tasks.spawn(async move {
+        all_synced().await;
+        health.set_caches_synced(true);
+    });
+
+    let reporter = Reporter {
+        controller: opts.reporter.clone(),
+        instance: opts.instance.clone(),
+    };
+    let settings = Settings {
+        resync: opts.resync,
+        status_settle: opts.status_settle,
+        prometheus_address: opts.prometheus_address.clone(),
+        namespace: opts.namespace.clone(),
+    };
+    let ctx = Arc::new(Context::new(
+        client, metrics, reporter, settings, apis, store, caches, echoes,
+    ));
+    controller
+        .with_config(controller::Config::default().concurrency(opts.concurrency))
+        .graceful_shutdown_on(stop)
+        .run(reconcile_guarded, error_policy, ctx)
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                tracing::debug!(error = %e, "reconcile loop");
+            }
+        })
+        .await;
+    // Dropping `w` aborts the watch tasks.
+}
+
+/// The claim a VLLMService mounts (`spec.storage.pvcName`).
+fn claim_of(vs: &CachedService) -> Option<String> {
+    vs.0.as_ref().ok()?.spec.storage.pvc_name.clone()
+}
+
+/// The VLLMServices in the cache whose `gatewayRef` names `gw`, to reconcile
+/// when it changes.
+fn services_using_gateway(
+    store: &Store<CachedService>,
+    gw: &impl Resource,
+) -> Vec<ObjectRef<CachedService>> {
+    let (Some(ns), Some(name)) = (&gw.meta().namespace, &gw.meta().name) else {
+        return vec![];
+    };
+    store
+        .state()
+        .iter()
+        .filter_map(|c| c.0.as_ref().ok())
+        .filter(|vs| {
+            vs.spec.gateway_ref.as_ref().is_some_and(|r| {
+                let t = Target::of(vs, r);
+                &t.namespace == ns && &t.name == name
+            })
+        })
+        .map(|vs| ObjectRef::new(&vs.name_any()).within(&vs.namespace().unwrap_or_default()))
+        .collect()
+}
+
+async fn reconcile_guarded(obj: Arc<CachedService>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = Instant::now();
+    ctx.metrics.reconciles.inc();
+    ctx.metrics.reconciles_in_flight.inc();
+    ctx.metrics.managed_objects.set(ctx.services.len() as i64);
+    // Every log line of this reconcile carries the object's namespace and name.
+    let span = tracing::info_span!(
+        "reconcile",
+        namespace = obj.namespace().unwrap_or_default(),
+        name = obj.name_any()
+    );
+    let result = match reconcile::reconcile(&obj, &ctx).instrument(span).await {
+        // The namespace is being deleted: the children go with it; nothing to retry.
+        Err(Error::Kube(kube::Error::Api(e)))
+            if e.code == 403 && e.message.contains("being terminated") =>
+        {
+            Ok(Action::await_change())
+        }
+        other => other,
+    };
+    ctx.metrics
+        .reconcile_duration
+        .observe(started.elapsed().as_secs_f64());
+    ctx.metrics.reconciles_in_flight.dec();
+    if result.is_ok() {
+        ctx.succeeded(&ObjectRef::from_obj(obj.as_ref()));
+    }
+    result
+}
+
+fn error_policy(obj: Arc<CachedService>, err: &Error, ctx: Arc<Context>) -> Action {
+    let category = err.category().as_str();
+    ctx.metrics
+        .reconcile_errors
+        .get_or_create(&metrics::ErrorLabels {
+            category: category.to_string(),
+        })
+        .inc();
+    let failures = ctx.failed(ObjectRef::from_obj(obj.as_ref()));
+    let delay = backoff(failures);
+    tracing::warn!(
+        namespace = obj.namespace().unwrap_or_default(),
+        name = obj.name_any(),
+        category,
+        failures,
+        retry_in = ?delay,
+        error = %err,
+        "reconcile failed"
+    );
+    // One event when an object starts failing, not one per retry.
+    if let (1, Ok(vs)) = (failures, &obj.0) {
+        let (ctx, vs) = (ctx.clone(), vs.clone());
+        let note = format!("reconcile failed ({category}), retrying with backoff: {err}");
+        tokio::spawn(async move {
+            events::publish(
+                &ctx,
+                &vs,
+                EventType::Warning,
+                "ReconcileFailed",
+                &note,
+                None,
+            )
+            .await;
+        });
+    }
+    Action::requeue(delay)
+}
+
+/// Exponential backoff: 1s, 2s, 4s ... capped at 256s.
+pub fn backoff(failures: u32) -> Duration {
+    Duration::from_secs(1u64 << failures.saturating_sub(1).min(8)).min(Duration::from_secs(300))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn backoff_doubles_and_is_capped() {
+        assert_eq!(backoff(1), Duration::from_secs(1));
+        assert_eq!(backoff(2), Duration::from_secs(2));
+        assert_eq!(backoff(5), Duration::from_secs(16));
+        assert_eq!(backoff(40), Duration::from_secs(256));
+        assert_eq!(backoff(u32::MAX), Duration::from_secs(256));
+    }
+
+    #[test]
+    fn the_claim_of_a_service_is_its_pvc_name() {
+        let vs = |storage: serde_json::Value| -> CachedService {
+            serde_json::from_value(json!({
+                "apiVersion": "aiinfra.example.com/v1alpha1", "kind": "VLLMService",
+                "metadata": {"name": "qwen", "namespace": "ns"},
+                "spec": {"image": "vllm/vllm-openai:v0.18.0", "modelPath": "/models/m",
+                    "modelName": "m", "storage": storage},
+                "status": {"phase": "Running"}}))
+            .unwrap()
+        };
+        let with = vs(json!({"pvcName": "models", "mountPath": "/models"}));
+        assert_eq!(claim_of(&with).as_deref(), Some("models"));
+        let without = vs(json!({"mountPath": "/models"}));
+        assert_eq!(claim_of(&without), None);
+        let unreadable: CachedService = serde_json::from_value(json!({
+            "metadata": {"name": "bad", "namespace": "ns"}, "spec": {"storage": 3}}))
+        .unwrap();
+        assert!(unreadable.0.is_err());
+        assert_eq!(claim_of(&unreadable), None);
+    }
+}

@@ -1,0 +1,362 @@
+//! The watches behind the caches, declared one line per kind by the run loop
+//! through [`Watches::cache`]: what each selects, what its cache keeps, and
+//! the stream of changed objects it hands the controller. I/O: the watches
+//! list and watch the API server, each in its own task.
+
+use std::{fmt::Debug, time::Duration};
+
+use futures::{Stream, StreamExt, TryStreamExt};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::{
+    Api, Client, Resource,
+    api::ObjectMeta,
+    core::{NamespaceResourceScope, PartialObjectMeta, PartialObjectMetaExt},
+    runtime::{
+        WatchStreamExt, reflector,
+        watcher::{self, watcher},
+    },
+};
+use serde::de::DeserializeOwned;
+use tokio::task::JoinSet;
+use vllmservice_api::VLLMService;
+
+use crate::{cache::Cache, names};
+
+/// Objects per list page when the API server cannot stream lists: a page is
+/// held whole (its JSON and its objects) until its last object is cached,
+/// and every watch lists at the same time, so smaller pages lower the
+/// operator's peak memory at a restart, for more list requests.
+const LIST_PAGE_SIZE: u32 = 25;
+
+/// How the watches fill their caches at start (and after a re-list).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListStrategy {
+    /// The API server streams the current objects as watch events
+    /// (`sendInitialEvents`, Kubernetes' WatchList): one object at a time is
+    /// in flight, never a page of them.
+    Streaming,
+    /// Lists in pages of [`LIST_PAGE_SIZE`], then a watch: for API servers
+    /// without WatchList.
+    Paged,
+}
+
+impl ListStrategy {
+    /// Asks the API server for a streamed list of one CRD (the operator's own;
+    /// the operator may watch CRDs): refused (422) where WatchList is off.
+    pub async fn probe(client: &Client) -> ListStrategy {
+        let crds = Api::<PartialObjectMeta<CustomResourceDefinition>>::all(client.clone());
+        let name = <VLLMService as kube::CustomResourceExt>::crd_name();
+        let params = kube::api::WatchParams::streaming_lists()
+            .fields(&format!("metadata.name={name}"))
+            .timeout(1);
+        match crds.watch_metadata(&params, "0").await {
+            Ok(_) => ListStrategy::Streaming,
+            Err(e) => {
+                tracing::info!(error = %e, "streaming lists refused; listing in pages");
+                ListStrategy::Paged
+            }
+        }
+    }
+
+    fn apply(self, config: watcher::Config) -> watcher::Config {
+        match self {
+            ListStrategy::Streaming => config.streaming_lists(),
+            ListStrategy::Paged => config.page_size(LIST_PAGE_SIZE),
+        }
+    }
+}
+
+/// How a watch retries after an error (e.g. the API server restarting): from
+/// 250 ms, doubling, capped at 5 s, with jitter; reset by the next event.
+/// kube's default (800 ms to 30 s, reset only after 2 minutes of success)
+/// left the operator blind for minutes after an API-server restart
+/// (docs/reliability.md).
+pub fn watch_backoff() -> watcher::ExponentialBackoff {
+    backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(250))
+        .with_max_delay(Duration::from_secs(5))
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times()
+        .into()
+}
+
+/// Which objects of a kind a watch asks for.
+#[derive(Debug, Clone, Copy)]
+pub enum Select {
+    /// The operator's children: its managed-by label.
+    Managed,
+    /// Every object in the watched namespace(s).
+    All,
+    /// Objects that carry this label.
+    Labelled(&'static str),
+    /// Every object in the cluster, whatever namespace the operator watches
+    /// (the GPU count's pods).
+    Cluster,
+}
+
+/// What a cache keeps of the objects its watch sees.
+pub enum Keep<K> {
+    Every,
+    /// Only objects this accepts: one that stops qualifying (e.g. is
+    /// relabelled) leaves the cache, others never enter.
+    Only(fn(&K) -> bool),
+}
+
+impl<K> Clone for Keep<K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K> Copy for Keep<K> {}
+
+/// The watches of one incarnation of the controller, and the tasks they run in.
+pub struct Watches {
+    pub client: Client,
+    namespace: Option<String>,
+    lists: ListStrategy,
+    pub tasks: JoinSet<()>,
+}
+
+impl Watches {
+    pub fn new(client: Client, namespace: Option<String>, lists: ListStrategy) -> Self {
+        Watches {
+            client,
+            namespace,
+            lists,
+            tasks: JoinSet::new(),
+        }
+    }
+
+    fn api<K>(&self, select: Select) -> Api<K>
+    where
+        K: Resource<DynamicType = (), Scope = NamespaceResourceScope>,
+    {
+        match (&self.namespace, select) {
+            (Some(ns), Select::Managed | Select::All | Select::Labelled(_)) => {
+                Api::namespaced(self.client.clone(), ns)
+            }
+            _ => Api::all(self.client.clone()),
+        }
+    }
+
+    fn config(&self, select: Select) -> watcher::Config {
+        let config = self.lists.apply(watcher::Config::default());
+        match select {
+            Select::Managed => config.labels(&names::managed_selector()),
+            Select::Labelled(label) => config.labels(label),
+            Select::All | Select::Cluster => config,
+        }
+    }
+
+    /// A watch of `K` whose objects `keep` selects are cached, without the
+    /// field sets of their managed fields (the apply step reads only who
+    /// manages an object). The watch runs in its own task, so the cache
+    /// fills before the controller starts; `on_event` sees every event
+    /// first (so it may index what the cache drops). The stream yields
+    /// `trigger` of every changed object once the cache holds it.
+    pub fn cache<K, T>(
+        &mut self,
+        select: Select,
+        keep: Keep<K>,
+        on_event: impl Fn(&Result<watcher::Event<K>, watcher::Error>) + Send + 'static,
+        trigger: impl Fn(K) -> T + Send + 'static,
+    ) -> (
+        Cache<K>,
+        impl Stream<Item = Result<T, watcher::Error>> + Send + 'static,
+    )
+    where
+        K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+            + Clone
+            + DeserializeOwned
+            + Debug
+            + Send
+            + Sync
+            + 'static,
+        T: Send + 'static,
+    {
+        let (store, writer) = reflector::store();
+        let (cache, fill) = Cache::new(store);
+        // Unbounded: the watch must never wait for the controller, or the cache
+        // would not fill before the controller starts.
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        let stream = watcher(self.api::<K>(select), self.config(select))
+            .backoff(watch_backoff())
+            .inspect(move |event| {
+                fill.saw(event);
+                on_event(event);
+            })
+            .try_filter_map(move |event| futures::future::ready(Ok(kept(event, keep))))
+            .modify(|o| without_field_sets(o.meta_mut()))
+            .reflect(writer)
+            .touched_objects()
+            .map_ok(trigger);
+        self.tasks.spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(item) = stream.next().await {
+                if tx.unbounded_send(item).is_err() {
+                    return;
+                }
+            }
+        });
+        (cache, rx)
+    }
+
+    /// A watch that only feeds `on_event` (an index such as the GPU count).
+    pub fn index<K>(
+        &mut self,
+        select: Select,
+        on_event: impl Fn(&Result<watcher::Event<K>, watcher::Error>) + Send + 'static,
+    ) where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        let api = Api::all(self.client.clone());
+        let stream = watcher(api, self.config(select)).backoff(watch_backoff());
+        self.tasks.spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(event) = stream.next().await {
+                on_event(&event);
+            }
+        });
+    }
+}
+
+/// `event` for a cache that holds only the objects `keep` accepts.
+fn kept<K>(event: watcher::Event<K>, keep: Keep<K>) -> Option<watcher::Event<K>> {
+    let Keep::Only(keep) = keep else {
+        return Some(event);
+    };
+    match event {
+        watcher::Event::Apply(o) if !keep(&o) => Some(watcher::Event::Delete(o)),
+        watcher::Event::InitApply(o) if !keep(&o) => None,
+        e => Some(e),
+    }
+}
+
+/// `meta` without the field sets of its managed fields, nor when each entry
+/// was written: every entry stays, in order (the apply step patches ours by
+/// its index), with its manager and operation.
+fn without_field_sets(meta: &mut ObjectMeta) {
+    for entry in meta.managed_fields.iter_mut().flatten() {
+        entry.fields_v1 = None;
+        entry.fields_type = None;
+        entry.time = None;
+    }
+}
+
+/// What the controller needs of a changed child to find its VLLMService:
+/// its name, namespace, owner references and labels. (The queue holds every
+/// child of the first lists until the controller starts.)
+pub fn meta_only<K: Resource<DynamicType = ()>>(mut obj: K) -> PartialObjectMeta<K> {
+    let meta = std::mem::take(obj.meta_mut());
+    ObjectMeta {
+        name: meta.name,
+        namespace: meta.namespace,
+        labels: meta.labels,
+        owner_references: meta.owner_references,
+        ..ObjectMeta::default()
+    }
+    .into_response_partial::<K>()
+}
+
+/// An `on_event` for a watch whose events only fill its cache.
+pub fn ignore<K>(_: &Result<watcher::Event<K>, watcher::Error>) {}
+
+/// Objects this operator manages (its label), e.g. its pods among all pods.
+pub fn is_managed<K: Resource>(obj: &K) -> bool {
+    names::is_managed(obj.meta())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
+    use kube::ResourceExt;
+    use serde_json::json;
+
+    #[test]
+    fn a_trigger_keeps_what_finds_the_owner_and_nothing_else() {
+        let d: Deployment = serde_json::from_value(json!({
+            "metadata": {"name": "d", "namespace": "ns", "uid": "u", "resourceVersion": "5",
+                "labels": {"a": "b"}, "annotations": {"big": "x"},
+                "ownerReferences": [{"apiVersion": "aiinfra.example.com/v1alpha1",
+                    "kind": "VLLMService", "name": "qwen", "uid": "o", "controller": true}],
+                "managedFields": [{"manager": "m", "operation": "Apply"}]},
+            "spec": {"replicas": 3, "selector": {}, "template": {}}
+        }))
+        .unwrap();
+        let t = meta_only(d);
+        assert_eq!(t.metadata.name.as_deref(), Some("d"));
+        assert_eq!(t.metadata.namespace.as_deref(), Some("ns"));
+        assert_eq!(t.metadata.labels.unwrap()["a"], "b");
+        assert_eq!(t.metadata.owner_references.unwrap()[0].name, "qwen");
+        assert!(t.metadata.annotations.is_none());
+        assert!(t.metadata.managed_fields.is_none());
+        assert!(t.metadata.resource_version.is_none());
+    }
+
+    #[test]
+    fn managed_fields_keep_their_managers_in_order_without_field_sets() {
+        let mut d: Deployment = serde_json::from_value(json!({"metadata": {"name": "d",
+            "managedFields": [
+                {"manager": "kubectl", "operation": "Update", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:spec": {"f:replicas": {}}}, "time": "2026-01-01T00:00:00Z"},
+                {"manager": "vllmservice-operator", "operation": "Apply", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:spec": {}}}]}}))
+        .unwrap();
+        without_field_sets(&mut d.metadata);
+        let entries = d.metadata.managed_fields.unwrap();
+        assert_eq!(entries.len(), 2);
+        assert_eq!(entries[1].manager.as_deref(), Some("vllmservice-operator"));
+        assert_eq!(entries[1].operation.as_deref(), Some("Apply"));
+        assert!(
+            entries
+                .iter()
+                .all(|e| e.fields_v1.is_none() && e.time.is_none())
+        );
+    }
+
+    fn pod(name: &str, managed: bool) -> Pod {
+        let labels = if managed {
+            json!({names::MANAGED_BY_LABEL: names::MANAGED_BY_VALUE})
+        } else {
+            json!({})
+        };
+        serde_json::from_value(
+            json!({"metadata": {"name": name, "namespace": "ns", "labels": labels}}),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_cache_of_some_objects_drops_the_others_and_those_that_stop_qualifying() {
+        let keep = |e| kept(e, Keep::Only(is_managed::<Pod>));
+        let name = |e: Option<watcher::Event<Pod>>| match e {
+            Some(watcher::Event::Apply(p)) => format!("apply {}", p.name_any()),
+            Some(watcher::Event::InitApply(p)) => format!("init {}", p.name_any()),
+            Some(watcher::Event::Delete(p)) => format!("delete {}", p.name_any()),
+            Some(_) => "other".into(),
+            None => "dropped".into(),
+        };
+        assert_eq!(name(keep(watcher::Event::Apply(pod("a", true)))), "apply a");
+        assert_eq!(
+            name(keep(watcher::Event::InitApply(pod("a", true)))),
+            "init a"
+        );
+        assert_eq!(
+            name(keep(watcher::Event::InitApply(pod("b", false)))),
+            "dropped"
+        );
+        // Relabelled away (or never ours): removed from the cache if it was there.
+        assert_eq!(
+            name(keep(watcher::Event::Apply(pod("b", false)))),
+            "delete b"
+        );
+        assert_eq!(
+            name(keep(watcher::Event::Delete(pod("b", false)))),
+            "delete b"
+        );
+        assert_eq!(name(keep(watcher::Event::InitDone)), "other");
+    }
+}
