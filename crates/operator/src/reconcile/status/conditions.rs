@@ -51,6 +51,11 @@ impl Feature {
             message: message.into(),
         }
     }
+
+    /// This verdict as the condition `type_`.
+    pub fn condition(&self, type_: &'static str) -> Cond {
+        Cond::new(type_, self.status, &self.reason, &self.message)
+    }
 }
 
 impl Cond {

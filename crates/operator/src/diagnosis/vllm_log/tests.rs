@@ -1,0 +1,343 @@
+use super::*;
+
+fn facts() -> Facts {
+    Facts {
+        model_path: "/data/models/Qwen2.5-1.5B-Instruct".into(),
+        volume: "PersistentVolumeClaim models (storage.pvcName)".into(),
+        mount_path: "/data/models".into(),
+        gpu_memory_utilization: "0.9".into(),
+        shm_size: "2Gi".into(),
+        memory_limit: Some("16Gi".into()),
+        startup_probe: Some((30, 10, 60)),
+    }
+}
+
+fn failed(code: i32) -> Ended {
+    Ended::Exited {
+        code,
+        reason: Some("Error".into()),
+        ran_seconds: Some(40),
+    }
+}
+
+macro_rules! fixture {
+    ($name:literal) => {
+        include_str!(concat!("../../../tests/fixtures/vllm-logs/", $name))
+    };
+}
+
+fn check(log: &str, ended: &Ended, reason: &str, parts: &[&str]) {
+    let d = diagnose(log, ended, &facts()).unwrap_or_else(|| panic!("no diagnosis for:\n{log}"));
+    assert_eq!(d.reason, reason, "{}", d.message);
+    for p in parts {
+        assert!(d.message.contains(p), "{p:?} missing in: {}", d.message);
+    }
+}
+
+#[test]
+fn kv_cache_too_small_in_every_wording() {
+    // 0.10 and later: "model's", with the estimate.
+    check(
+        fixture!("kv-cache-v0.11.log"),
+        &failed(1),
+        "KVCacheTooSmall",
+        &[
+            "100000 tokens need 4.26 GiB",
+            "4.25 GiB are available",
+            "engineArgs.maxModelLen ≤ 99760",
+            "now 0.9",
+        ],
+    );
+    // 0.9–0.15: "models's" and the estimate.
+    check(
+        fixture!("kv-cache-v0.15.log"),
+        &failed(1),
+        "KVCacheTooSmall",
+        &[
+            "262144 tokens need 24.0 GiB",
+            "3.18 GiB are available",
+            "≤ 34736",
+        ],
+    );
+    // 0.8: no estimate yet.
+    check(
+        fixture!("kv-cache-v0.8.log"),
+        &failed(1),
+        "KVCacheTooSmall",
+        &[
+            "1048576 tokens need 24.00 GiB",
+            "9.97 GiB are available",
+            "lower engineArgs.maxModelLen",
+        ],
+    );
+    // V0 (0.4–0.7).
+    check(
+        fixture!("kv-cache-v0.4.log"),
+        &failed(1),
+        "KVCacheTooSmall",
+        &["holds 7344 tokens", "max model length 32768", "≤ 7344"],
+    );
+    check(
+        fixture!("no-cache-blocks.log"),
+        &failed(1),
+        "KVCacheTooSmall",
+        &["no GPU memory is left", "gpuMemoryUtilization (now 0.9)"],
+    );
+}
+
+#[test]
+fn gpu_memory_insufficient_with_and_without_the_device_name() {
+    check(
+        fixture!("free-memory-v0.9.log"),
+        &failed(1),
+        "GPUMemoryInsufficient",
+        &[
+            "59.32/79.15 GiB free",
+            "gpuMemoryUtilization 0.9 asks for, 71.24 GiB",
+            "at most 0.74",
+        ],
+    );
+    check(
+        fixture!("free-memory-v0.16.log"),
+        &failed(1),
+        "GPUMemoryInsufficient",
+        &["19.77/22.05 GiB free", "0.9 asks for, 19.84 GiB"],
+    );
+}
+
+#[test]
+fn model_not_found_names_path_pvc_and_mount() {
+    let mut f = facts();
+    let log = fixture!("model-not-found-v0.8.log");
+    let d = diagnose(log, &failed(1), &f).unwrap();
+    assert_eq!(d.reason, "ModelNotFound");
+    assert!(
+        d.message.contains("'/data/models/Qwen2.5-7B'"),
+        "{}",
+        d.message
+    );
+    assert!(
+        d.message
+            .contains("PersistentVolumeClaim models (storage.pvcName)"),
+        "{}",
+        d.message
+    );
+    assert!(
+        d.message.contains("check the path inside the volume"),
+        "{}",
+        d.message
+    );
+    f.mount_path = "/models".into();
+    let d = diagnose(log, &failed(1), &f).unwrap();
+    assert!(
+        d.message.contains("not under storage.mountPath /models"),
+        "{}",
+        d.message
+    );
+    check(
+        fixture!("model-not-found-v0.7.log"),
+        &failed(1),
+        "ModelNotFound",
+        &["'/home/Models/Qwen2.5-7B-Instruct-GPTQ-Int4/'"],
+    );
+}
+
+#[test]
+fn tensor_parallel_lists_the_valid_sizes() {
+    check(
+        fixture!("tp-heads-v0.5.log"),
+        &failed(1),
+        "TensorParallelNotDivisible",
+        &[
+            "28 attention heads",
+            "tensorParallelSize 8",
+            "1, 2, 4, 7, 14, 28",
+        ],
+    );
+    check(
+        fixture!("tp-heads-v0.11.log"),
+        &failed(1),
+        "TensorParallelNotDivisible",
+        &[
+            "64 attention heads",
+            "tensorParallelSize 3",
+            "1, 2, 4, 8, 16, 32, 64",
+        ],
+    );
+}
+
+#[test]
+fn unrecognized_shutdown_timeout_says_which_vllm_or_the_drain_field() {
+    check(
+        fixture!("unrecognized-shutdown-timeout.log"),
+        &failed(2),
+        "UnrecognizedArgument",
+        &[
+            "--shutdown-timeout 30",
+            "vLLM ≥ 0.18",
+            "spec.shutdown.drainSeconds: 0",
+        ],
+    );
+    check(
+        "usage: vllm serve [model_tag] [options]\nvllm serve: error: unrecognized arguments: --max-lora-rnk=64\n",
+        &failed(2),
+        "UnrecognizedArgument",
+        &["--max-lora-rnk=64", "engineArgs.extraArgs"],
+    );
+}
+
+#[test]
+fn startup_probe_kill_while_loading() {
+    let ended = Ended::Exited {
+        code: 0,
+        reason: Some("Completed".into()),
+        ran_seconds: Some(631),
+    };
+    check(
+        fixture!("startup-probe-killed.log"),
+        &ended,
+        "StartupProbeTimeout",
+        &[
+            "after 631 s",
+            "loading weights (5/9 shards)",
+            "630 s (startupProbe initialDelaySeconds 30 + periodSeconds 10 × failureThreshold 60)",
+            "raise startupProbe.failureThreshold",
+        ],
+    );
+}
+
+#[test]
+fn lora_adapters_that_do_not_load_say_which_and_the_fix() {
+    let ended = Ended::Exited {
+        code: 1,
+        reason: Some("Error".into()),
+        ran_seconds: Some(3),
+    };
+    check(
+        fixture!("lora-rank-v0.18.log"),
+        &ended,
+        "LoRARankTooLarge",
+        &["rank 64", "max_lora_rank 16", "maxLoraRank to 64"],
+    );
+    check(
+        fixture!("lora-not-found-v0.18.log"),
+        &ended,
+        "LoRAAdapterNotFound",
+        &["nope", "'/data/models/loras/nope'", "adapter_config.json"],
+    );
+}
+
+#[test]
+fn shared_memory_and_oom_and_the_rest() {
+    check(
+        fixture!("nccl-shm.log"),
+        &failed(1),
+        "SharedMemoryTooSmall",
+        &[
+            "Error while creating shared memory segment /dev/shm/nccl-",
+            "spec.shmSize 2Gi",
+        ],
+    );
+    let oom = Ended::Exited {
+        code: 137,
+        reason: Some("OOMKilled".into()),
+        ran_seconds: Some(12),
+    };
+    check(
+        "",
+        &oom,
+        "OOMKilled",
+        &[
+            "resources.limits.memory 16Gi",
+            "exit code 137",
+            "maxModelLen",
+        ],
+    );
+    check(
+        fixture!("cuda-oom.log"),
+        &failed(1),
+        "EngineStartFailed",
+        &[
+            "exited with code 1",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate",
+        ],
+    );
+    // A clean exit of a server that never started is no finding (e.g. a rollout stopped it early).
+    assert_eq!(
+        diagnose(
+            "INFO 01-01 00:00:00 [api_server.py:1] vLLM API server version 0.18.0\n",
+            &Ended::Exited {
+                code: 0,
+                reason: Some("Completed".into()),
+                ran_seconds: Some(3)
+            },
+            &facts()
+        ),
+        None
+    );
+}
+
+#[test]
+fn a_long_last_line_is_cut() {
+    let log = format!("ValueError: {}\n", "x".repeat(5000));
+    let d = diagnose(&log, &failed(1), &facts()).unwrap();
+    assert_eq!(d.reason, "EngineStartFailed");
+    assert!(d.message.len() < 600, "{}", d.message.len());
+    assert!(d.message.ends_with('…'));
+}
+
+#[test]
+fn engine_info_from_start_up_lines_of_several_versions() {
+    let v18 = engine_info(fixture!("startup-v0.18.log"));
+    assert_eq!(
+        v18,
+        EngineInfo {
+            version: Some("0.18.0".into()),
+            max_model_len: Some(32768),
+            kv_cache_tokens: Some(123456),
+            max_concurrency: Some(3.77),
+            gpu_blocks: None,
+            tensor_parallel_size: Some(2),
+        }
+    );
+    let v06 = engine_info(fixture!("startup-v0.6.log"));
+    assert_eq!(v06.version.as_deref(), Some("0.6.1.dev238+ge2c6e0a82"));
+    assert_eq!(v06.max_model_len, Some(131072));
+    assert_eq!(v06.gpu_blocks, Some(4109));
+    assert_eq!(v06.tensor_parallel_size, Some(1));
+    assert_eq!(v06.max_concurrency, Some(0.5));
+}
+
+#[test]
+fn progress_names_the_last_step() {
+    assert_eq!(
+        progress(fixture!("startup-probe-killed.log")).as_deref(),
+        Some("loading weights (5/9 shards)")
+    );
+    assert_eq!(
+        progress(
+            "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE):  61%|██████    | 41/67\n"
+        )
+        .as_deref(),
+        Some("capturing CUDA graphs")
+    );
+    assert_eq!(progress("nothing yet\n"), None);
+}
+
+#[test]
+fn prefixes_are_stripped() {
+    assert_eq!(
+        strip_prefix(
+            "(EngineCore_DP0 pid=7) ERROR 07-11 06:18:32 [core.py:708] EngineCore failed to start."
+        ),
+        "EngineCore failed to start."
+    );
+    assert_eq!(
+        strip_prefix("(APIServer pid=1) KeyboardInterrupt: terminated"),
+        "KeyboardInterrupt: terminated"
+    );
+    assert_eq!(
+        strip_prefix("INFO 04-03 14:16:17 gpu_executor.py:122] # GPU blocks: 1"),
+        "INFO 04-03 14:16:17 gpu_executor.py:122] # GPU blocks: 1"
+    );
+}
