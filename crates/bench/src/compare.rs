@@ -50,7 +50,7 @@ const ROWS: &[&str] = &[
     "operator_rss_steady_mib",
     "restart_peak_rss_mib",
     "restart_cpu_s",
-    "reconcile_compute_p99_ms",
+    "reconcile_p99_ms",
     "clusterip_allocation_mean_ms",
     "probe_mem_ms",
     "machine_steal_pct",

@@ -96,16 +96,6 @@ pub const FIGURES: &[(&str, &str, usize)] = &[
     ("reconcile_p99_ms", "reconcile p99 (ms)", 1),
     ("reconcile_mean_ms", "reconcile mean (ms)", 1),
     (
-        "reconcile_compute_p50_ms",
-        "reconcile compute p50 (ms; no API calls)",
-        3,
-    ),
-    (
-        "reconcile_compute_p99_ms",
-        "reconcile compute p99 (ms; no API calls)",
-        3,
-    ),
-    (
         "reconciles_in_flight",
         "reconciles in flight, average (limit: --concurrency)",
         1,

@@ -1,4 +1,4 @@
-//! The pure builders: exact snapshots of what the SPEC examples produce, and
+//! The pure builders: exact snapshots of what the examples produce, and
 //! property tests that no spec panics them or makes them nondeterministic.
 
 use std::collections::BTreeMap;

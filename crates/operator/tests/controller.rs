@@ -19,7 +19,7 @@ use testkit::wait_until;
 use vllmservice_api::VLLMService;
 
 fn spec_example() -> serde_json::Value {
-    // SPEC section 1, verbatim but for the namespace (each test has its own).
+    // The Go operator's README example, verbatim but for the namespace (each test has its own).
     json!({
         "apiVersion": "aiinfra.example.com/v1alpha1", "kind": "VLLMService",
         "metadata": {"name": "qwen-demo"},
@@ -573,7 +573,7 @@ async fn image_pull_and_crash_loop_failures_surface_in_status() {
 
 #[tokio::test]
 async fn runtime_class_example_runs_when_the_class_exists() {
-    // The SPEC example's runtimeClassName, on the default scheduler and fake GPUs.
+    // The README example's runtimeClassName, on the default scheduler and fake GPUs.
     let env = Env::new("ctl-rtc").await;
     let rc_name = format!("nvidia-{}", env.ns.name);
     let rc: RuntimeClass =

@@ -1,5 +1,5 @@
-//! Gateway API routing on the local control plane: every row of SPEC section 3's
-//! resolution table, the Gateway controller's verdict read back into RouteReady,
+//! Gateway API routing on the local control plane: every case of the
+//! gatewayRef resolution (missing Gateway, missing listener, wrong protocol), the Gateway controller's verdict read back into RouteReady,
 //! foreign routes left alone, and a cluster that gets the Gateway API (and the
 //! Prometheus Operator's and KEDA's CRDs) late.
 

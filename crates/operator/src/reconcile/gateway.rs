@@ -1,5 +1,6 @@
 //! Routing through a Gateway: resolve `spec.gatewayRef` against the Gateway
-//! the read step saw (SPEC section 3's table), and read the Gateway
+//! the read step saw (missing Gateway or listener, a listener that is not
+//! HTTP or HTTPS, one outside the watched namespace), and read the Gateway
 //! controller's verdict back from the route's status. Pure.
 
 use gateway_api::apis::standard::{gateways::Gateway, httproutes::HttpRoute};
@@ -81,7 +82,9 @@ impl Resolution {
     }
 }
 
-/// Resolves `vs`'s gatewayRef against what the read step saw, as SPEC section 3 prescribes.
+/// Resolves `vs`'s gatewayRef against what the read step saw: the Gateway's
+/// namespace defaults to the VLLMService's, and the listener must exist and
+/// speak HTTP or HTTPS.
 pub fn resolve(vs: &VLLMService, seen: &Seen) -> Resolution {
     let Some(r) = &vs.spec.gateway_ref else {
         return Resolution::NotRequested;

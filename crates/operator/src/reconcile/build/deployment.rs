@@ -1,4 +1,5 @@
-//! The vLLM Deployment (SPEC section 3).
+//! The vLLM Deployment: one `vllm serve` container per pod, the model volume,
+//! probes, drain settings and the rollout strategy decided for it.
 
 use std::collections::BTreeMap;
 
@@ -32,7 +33,8 @@ pub const PORT_NAME: &str = "http";
 pub const MODEL_VOLUME: &str = "model-storage";
 pub const SHM_VOLUME: &str = "dshm";
 
-/// The vLLM server arguments, in SPEC order, then tensor parallelism and the
+/// The vLLM server arguments in the Go operator's order (model, served name,
+/// port, engine arguments), then tensor parallelism and the
 /// drain timeout, then the user's extra args.
 pub fn vllm_args(vs: &Valid<'_>) -> Vec<String> {
     let s = &vs.spec;
@@ -221,7 +223,7 @@ pub fn deployment(vs: &Valid<'_>, seen: &Seen) -> Deployment {
                 .unwrap_or_else(|| s.shutdown.grace_period_seconds()),
         ),
         // Service links would inject VLLM_PORT=tcp://... for any Service named vllm*,
-        // which collides with vLLM's own VLLM_* settings (SPEC section 7).
+        // which collides with vLLM's own VLLM_* settings (vLLM refuses to start).
         enable_service_links: Some(false),
         tolerations: non_empty_vec(&s.tolerations),
         affinity: s.affinity.clone(),

@@ -1,5 +1,5 @@
 //! The HTTPRoute that attaches the Service to the referenced Gateway listener
-//! (SPEC section 3), built only when `spec.gatewayRef` is set.
+//! (`spec.gatewayRef`: Gateway, namespace, listener), built only when `spec.gatewayRef` is set.
 
 use gateway_api::apis::standard::httproutes::{
     HttpRoute, HttpRouteParentRefs, HttpRouteRules, HttpRouteRulesBackendRefs, HttpRouteSpec,

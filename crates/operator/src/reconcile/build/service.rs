@@ -1,4 +1,4 @@
-//! The ClusterIP Service in front of the vLLM pods (SPEC section 3).
+//! The ClusterIP Service in front of the vLLM pods (port `http`, 8000 unless `spec.port` says otherwise).
 
 use k8s_openapi::{
     api::core::v1::{Service, ServicePort, ServiceSpec},

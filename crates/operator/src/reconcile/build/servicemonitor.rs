@@ -1,5 +1,5 @@
 //! The ServiceMonitor that has the Prometheus Operator scrape vLLM's metrics
-//! (SPEC section 3), built only when `spec.monitoring.enabled`.
+//! (the Service's `http` port, path `/metrics`), built only when `spec.monitoring.enabled`.
 
 use std::collections::BTreeMap;
 

@@ -1,15 +1,15 @@
 //! When a new VLLMService's first status is written, pure.
 //!
-//! A service whose pods start quickly would get two status writes a second
-//! apart: Pending as its Deployment is created, then Available as its pod
-//! becomes ready. A status write costs the API server about twice a create of
-//! the object (BENCHMARKS.md, "Write costs"); two of them were the largest share
-//! of what the operator costs it per service. So the *first* status of a new
-//! service waits up to a settle window from its Deployment's creation
-//! (`--status-settle-seconds`, 5 s by default): it is written at once when the
+//! Off by default: a new service's first status is written as soon as it is
+//! known. A service whose pods start quickly then gets two status writes a
+//! second apart, Pending as its Deployment is created and Available as its pod
+//! becomes ready; a status write costs the API server about twice a create of
+//! the object, so a cluster that creates many services at once may prefer
+//! one. With `--status-settle-seconds N` the *first* status of a new service
+//! waits up to N seconds from its Deployment's creation: it is written at once when the
 //! service is Available, Failed or Degraded, and otherwise when the window
-//! ends (`wakeup` reconciles it then unless its status was written before;
-//! the pods' events reconcile it sooner). A service whose model takes
+//! ends (the reconcile that held it asks to be run again then; the pods'
+//! events reconcile it sooner). A service whose model takes
 //! minutes to load shows Pending after at most the window; one that starts
 //! within it is written once, Available.
 //!
