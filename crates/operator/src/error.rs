@@ -2,6 +2,7 @@
 //! and appears in metrics and events. (Problems of the spec, missing
 //! dependencies and foreign objects are not errors: they are reported in
 //! status and the reconcile succeeds.)
+//! No I/O.
 
 use crate::cache::NotSynced;
 

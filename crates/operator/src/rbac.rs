@@ -14,6 +14,7 @@
 //!   for the [`Scope::Cluster`] ones (CRDs are cluster-scoped); see [`watch_namespace`].
 //!
 //! Leader election always needs [`leader_election_role`] in the operator's own namespace.
+//! Pure: data and its rendering as Role and ClusterRole objects.
 
 use k8s_openapi::{
     api::rbac::v1::{

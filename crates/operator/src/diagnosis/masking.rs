@@ -1,5 +1,6 @@
 //! Text rules applied in one place: the API server's length limits, and the
 //! masking of secrets in what the operator writes (status, events).
+//! Pure.
 
 use std::borrow::Cow;
 

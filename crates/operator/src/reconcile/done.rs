@@ -1,5 +1,6 @@
 //! What the apply step did to each child: plain data, read by the status
 //! derivation.
+//! Pure data.
 
 use gateway_api::apis::standard::httproutes::HttpRoute;
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Service, policy::v1::PodDisruptionBudget};

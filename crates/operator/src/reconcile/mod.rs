@@ -1,6 +1,7 @@
 //! One reconcile of one VLLMService, as its pipeline: validate → read →
 //! build → apply → status. Each step is a module; this one only chains them
 //! and decides when to look again.
+//! I/O through its steps (read, apply, status write).
 
 pub mod apply;
 pub mod build;

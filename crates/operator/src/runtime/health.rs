@@ -1,5 +1,6 @@
 //! What the operator's `/readyz` and `/healthz` report: whether the controller's
 //! caches hold their first complete lists, and whether its loop still runs.
+//! No I/O: the binary serves these flags.
 
 use std::sync::{
     Arc,

@@ -1,5 +1,6 @@
 //! The operator's own metrics (served at `/metrics` by the binary) and the
 //! client layer that counts every write request the operator sends.
+//! No I/O of its own: the binary serves `/metrics`; the layer wraps the client.
 
 use std::{
     collections::BTreeMap,

@@ -1,3 +1,5 @@
+//! Unit tests of the parent module.
+
 use super::*;
 
 fn facts() -> Facts {

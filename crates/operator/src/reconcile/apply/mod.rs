@@ -10,6 +10,7 @@
 //! someone else created it meanwhile the create fails with AlreadyExists and
 //! their object is left alone; every update carries the resourceVersion it
 //! was decided on, so a stale decision fails with 409 and is made again.
+//! I/O: every write of a child goes through here.
 
 mod downloads;
 mod drift;

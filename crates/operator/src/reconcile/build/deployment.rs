@@ -1,5 +1,6 @@
 //! The vLLM Deployment: one `vllm serve` container per pod, the model volume,
 //! probes, drain settings and the rollout strategy decided for it.
+//! Pure.
 
 use std::collections::BTreeMap;
 

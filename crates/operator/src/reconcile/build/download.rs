@@ -1,6 +1,7 @@
 //! The download Jobs: one per download the spec needs
 //! ([`crate::reconcile::downloads`]), running `hf download` into the
 //! service's claim.
+//! Pure.
 
 use std::collections::BTreeMap;
 

@@ -1,5 +1,6 @@
 //! The HTTPRoute that attaches the Service to the referenced Gateway listener
 //! (`spec.gatewayRef`: Gateway, namespace, listener), built only when `spec.gatewayRef` is set.
+//! Pure.
 
 use gateway_api::apis::standard::httproutes::{
     HttpRoute, HttpRouteParentRefs, HttpRouteRules, HttpRouteRulesBackendRefs, HttpRouteSpec,

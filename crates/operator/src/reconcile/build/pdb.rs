@@ -1,6 +1,7 @@
 //! The PodDisruptionBudget: voluntary disruptions (node drains, evictions)
 //! stop at most one vLLM pod at a time. Made when replicas > 1; with one
 //! replica a budget would only block node drains.
+//! Pure.
 
 use k8s_openapi::{
     api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec},

@@ -4,6 +4,7 @@
 //! `vllm:num_requests_waiting` and `vllm:kv_cache_usage_perc` (gauges, the latter
 //! a fraction 0–1), `vllm:time_to_first_token_seconds` and
 //! `vllm:e2e_request_latency_seconds` (histograms).
+//! Pure.
 
 use std::collections::BTreeMap;
 

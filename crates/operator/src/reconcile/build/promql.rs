@@ -1,6 +1,7 @@
 //! PromQL made from a VLLMService: label matchers with every value quoted and
 //! escaped in one place, so no spec value (say, a model name with a quote) can
 //! change a query's meaning.
+//! Pure.
 
 /// `value` as a PromQL double-quoted string literal (PromQL's escapes are Go's).
 pub fn string(value: &str) -> String {

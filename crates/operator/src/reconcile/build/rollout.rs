@@ -7,6 +7,7 @@
 //! The decision is made only when the pod template changes (a rollout
 //! starts); while the template stays the same the live Deployment's
 //! recorded decision is kept, so free GPUs coming and going cause no writes.
+//! Pure.
 
 use k8s_openapi::{
     api::apps::v1::{Deployment, DeploymentStrategy, RollingUpdateDeployment},

@@ -2,6 +2,7 @@
 //! subresource on vLLM's own metrics in Prometheus, built only when
 //! `spec.autoscaling` is set. KEDA makes (and owns) the HorizontalPodAutoscaler;
 //! the operator never writes `spec.replicas`.
+//! Pure.
 
 use std::collections::BTreeMap;
 

@@ -1,4 +1,5 @@
 //! The ClusterIP Service in front of the vLLM pods (port `http`, 8000 unless `spec.port` says otherwise).
+//! Pure.
 
 use k8s_openapi::{
     api::core::v1::{Service, ServicePort, ServiceSpec},

@@ -1,5 +1,6 @@
 //! The ServiceMonitor that has the Prometheus Operator scrape vLLM's metrics
 //! (the Service's `http` port, path `/metrics`), built only when `spec.monitoring.enabled`.
+//! Pure.
 
 use std::collections::BTreeMap;
 

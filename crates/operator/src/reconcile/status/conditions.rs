@@ -1,6 +1,7 @@
 //! Conditions as the operator computes them, and their merge into the stored
 //! list: lastTransitionTime moves only when a condition's status flips, so an
 //! unchanged world yields an identical status and no write.
+//! Pure.
 
 use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::{Condition, Time},

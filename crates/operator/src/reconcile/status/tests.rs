@@ -1,3 +1,5 @@
+//! Unit tests of the parent module.
+
 use super::{
     derive,
     rollout::{Rollout, min_ready, rollout_state, scheduling},
