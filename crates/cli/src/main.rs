@@ -86,8 +86,8 @@ struct RunArgs {
     #[arg(long, env = "VLLM_OPERATOR_CONCURRENCY", default_value_t = 16)]
     concurrency: u16,
     /// Threads that run the controller: 1 runs everything on one thread (the
-    /// least CPU, BENCHMARKS.md); more spread reconciles and watch parsing over
-    /// that many threads.
+    /// least CPU: no threads to wake and park); more spread reconciles and
+    /// watch parsing over that many threads.
     #[arg(
         long,
         env = "VLLM_OPERATOR_WORKER_THREADS",
@@ -122,7 +122,8 @@ struct RunArgs {
     prometheus_address: String,
     /// Fill the watch caches from streamed lists (Kubernetes' WatchList,
     /// `sendInitialEvents`) where the API server offers them, instead of
-    /// lists in pages of 100: a lower memory peak at start (BENCHMARKS.md).
+    /// lists in pages of 100: a lower memory peak at start, since objects
+    /// arrive one at a time rather than a page at once.
     #[arg(long, env = "VLLM_OPERATOR_STREAMING_LISTS")]
     streaming_lists: bool,
     /// Address of the /metrics, /healthz and /readyz endpoints.
@@ -200,10 +201,10 @@ fn main() {
 
 /// The async runtime: by default everything on one thread (tokio's
 /// current-thread scheduler). The operator's work is many small steps that
-/// wait for the API server; on two workers a quarter of its CPU went to
-/// waking and parking threads (futex, context switches), and one thread
-/// converges 1,000 VLLMServices with less CPU, no slower (BENCHMARKS.md,
-/// "Eighth step"). `--worker-threads N` spreads the work over N threads.
+/// wait for the API server, so on several workers much of its CPU goes to
+/// waking and parking threads (futexes, context switches) rather than to the
+/// work; one thread does the same work with less CPU, no slower.
+/// `--worker-threads N` spreads the work over N threads.
 fn runtime(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
     if threads <= 1 {
         tokio::runtime::Builder::new_current_thread()
