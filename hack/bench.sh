@@ -34,12 +34,6 @@ python=$(hack/bench-venv.sh)
 
 echo "== building the operator as it ships: cargo build --profile dist -p vllmservice-operator" >&2
 cargo build --profile dist -p vllmservice-operator
-# The code the bench runs is laid out first (docs/design.md, "Code layout"); a list
-# that names functions the binary no longer has wants hack/code-order.sh again.
-listed=$(sort -u crates/cli/code-order.txt | wc -l)
-found=$(nm target/dist/vllmservice-operator | awk '{print $NF}' | sort -u \
-  | comm -12 - <(sort -u crates/cli/code-order.txt) | wc -l)
-echo "== code order: $found of $listed listed functions in target/dist/vllmservice-operator" >&2
 echo "== building the harness" >&2
 cargo build --release -p bench
 echo "== local control plane binaries (cached per machine)" >&2

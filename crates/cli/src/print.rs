@@ -1,0 +1,106 @@
+//! The offline commands' output: the CRD (`crd`), the RBAC (`rbac`) and the
+//! objects for a VLLMService (`render`), each built as YAML text from the
+//! operator's library, so that what is printed is what `run` applies.
+//!
+//! I/O: `render` reads its manifest (a file, or stdin for `-`); nothing here
+//! talks to a cluster or writes: `dispatch` in main.rs prints the text.
+
+use anyhow::Context as _;
+
+/// The VLLMService CustomResourceDefinition.
+pub fn crd_yaml() -> String {
+    vllmservice_api::crd_yaml()
+}
+
+/// The ClusterRole and the leader-election Role, as checked in at `config/rbac/role.yaml`.
+pub fn rbac_yaml(namespace: &str) -> anyhow::Result<String> {
+    use vllmservice_controller::rbac;
+    let cluster_role = serde_saphyr::to_string(&rbac::cluster_role())?;
+    let role = serde_saphyr::to_string(&rbac::leader_election_role(namespace))?;
+    Ok(format!(
+        "# Generated from crates/operator/src/rbac.rs by vllmservice-operator; do not edit.\n\
+         # Regenerate with: cargo run -p vllmservice-operator -- rbac > config/rbac/role.yaml\n\
+         # What each rule is for:\n{}{cluster_role}---\n{role}",
+        rbac::rationale()
+    ))
+}
+
+/// Every RBAC object of watch-namespace mode, as checked in (for the example
+/// namespaces) at `config/rbac/watch-namespace.yaml`.
+pub fn watch_namespace_rbac_yaml(namespace: &str, watch: &str) -> anyhow::Result<String> {
+    use vllmservice_controller::rbac;
+    let w = rbac::watch_namespace(namespace, watch);
+    let docs = [
+        serde_saphyr::to_string(&w.crd_role)?,
+        serde_saphyr::to_string(&w.crd_binding)?,
+        serde_saphyr::to_string(&w.role)?,
+        serde_saphyr::to_string(&w.role_binding)?,
+        serde_saphyr::to_string(&w.lease_role)?,
+        serde_saphyr::to_string(&w.lease_binding)?,
+    ];
+    Ok(format!(
+        "# Generated from crates/operator/src/rbac.rs by vllmservice-operator; do not edit.\n\
+         # The RBAC of `vllmservice-operator run --watch-namespace {watch}` with its ServiceAccount\n\
+         # {sa} in namespace {namespace}: the operator's rights in {watch} only, list/watch of\n\
+         # CRDs cluster-wide, Leases in {namespace}. Instead of deploy/install.yaml's cluster-wide RBAC:\n\
+         #   kubectl apply -f deploy/install.yaml\n\
+         #   vllmservice-operator rbac --namespace {namespace} --watch-namespace {watch} | kubectl apply -f -\n\
+         #   kubectl delete clusterrolebinding,clusterrole {cluster_role}\n\
+         #   kubectl -n {namespace} set env deployment/vllmservice-operator VLLM_OPERATOR_NAMESPACE={watch}\n\
+         # (the Helm chart does the same with --set watchNamespace={watch}).\n\
+         # What each rule is for:\n{}{}",
+        rbac::rationale(),
+        docs.join("---\n"),
+        sa = rbac::SERVICE_ACCOUNT_NAME,
+        cluster_role = rbac::CLUSTER_ROLE_NAME,
+    ))
+}
+
+/// The objects for one VLLMService manifest, as a multi-document YAML stream.
+pub fn render(
+    file: &std::path::Path,
+    namespace: &str,
+    prometheus_address: &str,
+) -> anyhow::Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    let stdin = file.as_os_str() == "-";
+    let source = if stdin {
+        "<stdin>".into()
+    } else {
+        file.display().to_string()
+    };
+    if stdin {
+        std::io::stdin().read_to_string(&mut text)?;
+    } else {
+        text =
+            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    }
+    let mut vs: vllmservice_api::VLLMService = serde_saphyr::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("{source} is not a valid VLLMService: {e}"))?;
+    vs.metadata
+        .namespace
+        .get_or_insert_with(|| namespace.to_string());
+    // The owner reference needs the UID the API server assigns; without one, say so.
+    let unknown_uid = vs.metadata.uid.is_none();
+    vs.metadata.uid.get_or_insert_with(String::new);
+    let valid = vllmservice_api::validate(&vs).map_err(|invalid| {
+        let lines: Vec<String> = invalid
+            .errors
+            .iter()
+            .map(|e| format!("  {}: {}", e.field, e.message))
+            .collect();
+        anyhow::anyhow!("{source} is invalid:\n{}", lines.join("\n"))
+    })?;
+    let mut out = String::new();
+    if unknown_uid {
+        out.push_str(
+            "# ownerReferences[].uid is left empty: the API server assigns the VLLMService's UID.\n",
+        );
+    }
+    for object in vllmservice_controller::reconcile::build::objects(&valid, prometheus_address) {
+        out.push_str("---\n");
+        out.push_str(&serde_saphyr::to_string(&object)?);
+    }
+    Ok(out)
+}
