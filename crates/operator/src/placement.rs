@@ -14,7 +14,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{
     Container, Node, NodeSelectorRequirement, NodeSelectorTerm, Pod, Taint, Toleration,
 };
-use vllmservice_api::{VLLMServiceSpec, quantity::ParsedQuantity, rules};
+use kube_quantity::ParsedQuantity;
+use vllmservice_api::{VLLMServiceSpec, rules};
 
 /// Amounts of extended resources, by name.
 pub type Amounts = BTreeMap<String, i64>;
@@ -54,8 +55,11 @@ impl NodeFacts {
     }
 }
 
+/// A quantity that is a whole number (GPUs are counted, never split). Counts far below 2^53, so
+/// f64 holds them exactly.
 fn integer(q: &str) -> Option<i64> {
-    ParsedQuantity::parse(q)?.as_integer()
+    let value = ParsedQuantity::try_from(q).ok()?.to_bytes_f64()?;
+    (value.fract() == 0.0 && value.abs() < 9e15).then_some(value as i64)
 }
 
 /// The extended resources one container asks for: its requests, or its
