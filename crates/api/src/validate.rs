@@ -198,6 +198,8 @@ struct Compiled {
     openapi: Value,
     structural: jsonschema::Validator,
     cel: kube_cel::CompiledSchema,
+    /// kube-cel's CEL environment (its Kubernetes functions), built once too.
+    validator: kube_cel::Validator,
 }
 
 static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
@@ -220,6 +222,7 @@ static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
         openapi,
         structural,
         cel,
+        validator: kube_cel::Validator::new(),
     }
 });
 
@@ -233,7 +236,10 @@ fn check(object: &Value) -> Vec<FieldError> {
         .map(|e| structural_error(&e))
         .collect();
     list_duplicates(&compiled.openapi, &object, "", &mut errors);
-    if let Err(cel) = kube_cel::Validator::new().validate_compiled(&compiled.cel, &object, None) {
+    if let Err(cel) = compiled
+        .validator
+        .validate_compiled(&compiled.cel, &object, None)
+    {
         errors.extend(cel.iter().map(|e| error(&e.field_path, &e.message)));
     }
     // kube-cel walks maps in no fixed order: sort, so the same object always reads the same.
