@@ -1,8 +1,8 @@
 //! The `VLLMService` custom resource: Rust types, defaults, validation and CRD generation.
 //!
-//! No client I/O happens here; the operator crate reads and writes these types.
+//! No I/O happens here: the CRD is generated and evaluated in memory; the operator crate reads
+//! and writes these types.
 
-pub mod quantity;
 pub mod rules;
 mod schema;
 pub mod v1alpha1;

@@ -1,12 +1,9 @@
-//! The validation rules shared by the CRD schema (as CEL) and by
-//! [`crate::validate::validate`] (as Rust).
-//!
-//! Each format has its CEL expression and its Rust predicate side by side, so the two cannot
-//! drift apart unnoticed; the api crate's tests evaluate both on the same inputs.
+//! The rules of the CRD schema, as text: the CEL expressions, patterns, bounds and messages that
+//! [`crate::schema`] puts into the generated CRD. The CRD is the one statement of each rule;
+//! [`crate::validate`] evaluates it offline, so nothing here re-implements a rule in Rust. No
+//! I/O.
 
-use std::cmp::Ordering;
-
-use crate::quantity::ParsedQuantity;
+use std::sync::LazyLock;
 
 /// Upper bounds on strings, lists and maps. The API server estimates the cost of every CEL
 /// rule from these bounds and rejects the CRD when a rule could exceed its budget, so every
@@ -68,7 +65,8 @@ pub struct ReservedFlag {
     pub instead: &'static str,
 }
 
-/// Every flag the operator sets itself (SPEC section 3's argument list plus tensor parallelism).
+/// Every flag the operator sets itself on vLLM's command line (model, name, address, engine
+/// arguments, tensor parallelism, shutdown).
 pub const RESERVED_FLAGS: &[ReservedFlag] = &[
     ReservedFlag {
         flag: "--model",
@@ -128,14 +126,6 @@ impl ReservedFlag {
         std::iter::once(self.flag).chain(self.aliases.iter().copied())
     }
 
-    /// Whether one command-line argument sets this flag (`--port` or `--port=8080`).
-    pub fn is_set_by(&self, arg: &str) -> bool {
-        self.spellings().any(|spelling| {
-            arg.strip_prefix(spelling)
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with('='))
-        })
-    }
-
     /// The CEL rule on the `extraArgs` list that rejects this flag.
     pub fn cel(&self) -> String {
         let tests: Vec<String> = self
@@ -145,7 +135,7 @@ impl ReservedFlag {
         format!("!self.exists(a, {})", tests.join(" || "))
     }
 
-    /// The error message for this flag, the same in the API server and in the controller.
+    /// The error message for this flag.
     pub fn message(&self) -> String {
         format!(
             "engineArgs.extraArgs must not set {}: the operator sets it; {}",
@@ -297,9 +287,6 @@ const EXTENDED_CEL: &str = "(k.contains('/') && !k.contains('kubernetes.io/'))";
 /// CEL: `k` is hugepages of some page size.
 const HUGEPAGES_CEL: &str = "k.startsWith('hugepages-')";
 
-/// The prefix of hugepages resource names (`hugepages-2Mi`).
-pub const HUGEPAGES_PREFIX: &str = "hugepages-";
-
 /// The CEL rule on the keys of `resources.requests` and `resources.limits`.
 pub fn resource_names_cel() -> String {
     format!(
@@ -379,7 +366,6 @@ pub const RELATIVE_PATH_CEL: &str = "!self.startsWith('/') && self != '..' && !s
 /// The CEL rule for absolute paths (mount paths, HTTP paths).
 pub const ABSOLUTE_PATH_CEL: &str = "self.startsWith('/')";
 
-/// The messages of the CEL rules; [`crate::validate::validate`] reports the same words.
 /// `metadata.name`: a DNS-1035 label, because the Service is named after the VLLMService (a
 /// root-level rule: only there can CEL see `metadata.name`).
 pub const NAME_CEL: &str =
@@ -388,11 +374,6 @@ pub const NAME_CEL: &str =
 /// `rollout`: a Surge rollout must be allowed to start or stop a pod.
 pub const SURGE_PROGRESSES_CEL: &str = "!has(self.strategy) || self.strategy != 'Surge' || \
      (has(self.maxSurge) ? self.maxSurge : 1) + (has(self.maxUnavailable) ? self.maxUnavailable : 0) > 0";
-
-/// Rust twin of [`SURGE_PROGRESSES_CEL`].
-pub fn surge_progresses(strategy_is_surge: bool, max_surge: i32, max_unavailable: i32) -> bool {
-    !strategy_is_surge || i64::from(max_surge) + i64::from(max_unavailable) > 0
-}
 
 /// The CEL of `shutdown.preStopSeconds` and `shutdown.drainSeconds` with their defaults, on
 /// the spec.
@@ -418,11 +399,6 @@ pub fn grace_period_message_cel() -> String {
          it drains'.format([self.terminationGracePeriodSeconds, {PRE_STOP_SECONDS_CEL}, \
          {DRAIN_SECONDS_CEL}, {PRE_STOP_SECONDS_CEL} + {DRAIN_SECONDS_CEL} + 10])"
     )
-}
-
-/// Rust twin of [`grace_period_cel`].
-pub fn grace_period_covers_shutdown(grace: Option<i64>, pre_stop: i32, drain: i32) -> bool {
-    grace.is_none_or(|g| g >= i64::from(pre_stop) + i64::from(drain) + 10)
 }
 
 /// Hugging Face repository ids: `name` or `org/name`, alphanumerics, `-`, `_` and `.`.
@@ -494,11 +470,6 @@ impl ReservedFlag {
 pub const ONE_MODEL_VOLUME_CEL: &str = "has(self.storage.pvcName) != \
      (has(self.modelSource) && has(self.modelSource.image))";
 
-/// Rust twin of [`ONE_MODEL_VOLUME_CEL`].
-pub fn one_model_volume(has_pvc: bool, has_image: bool) -> bool {
-    has_pvc != has_image
-}
-
 /// `modelSource`: exactly one source.
 pub const ONE_MODEL_SOURCE_CEL: &str = "has(self.huggingFace) != has(self.image)";
 
@@ -510,16 +481,6 @@ pub const ONE_LORA_SOURCE_CEL: &str = "has(self.path) != has(self.huggingFace)";
 pub const DOWNLOAD_PATH_CEL: &str = "!has(self.modelSource) || !has(self.modelSource.huggingFace) \
      || self.modelPath == self.storage.mountPath || self.modelPath.startsWith(\
      self.storage.mountPath.endsWith('/') ? self.storage.mountPath : self.storage.mountPath + '/')";
-
-/// Rust twin of [`DOWNLOAD_PATH_CEL`] (for a spec with a Hugging Face model).
-pub fn is_on_volume(model_path: &str, mount_path: &str) -> bool {
-    let dir = if mount_path.ends_with('/') {
-        mount_path.to_string()
-    } else {
-        format!("{mount_path}/")
-    };
-    model_path == mount_path || model_path.starts_with(&dir)
-}
 
 /// The spec: adapters from Hugging Face are downloaded onto the PVC, so they need one.
 pub const LORA_DOWNLOAD_NEEDS_PVC_CEL: &str = "!has(self.loraAdapters) || \
@@ -539,39 +500,10 @@ pub fn lora_rank_cel() -> String {
 /// `autoscaling.prometheus.serverAddress`.
 pub const HTTP_URL_RE: &str = "^(https?://[^/?#[:space:]]+([/?#][^[:space:]]*)?)?$";
 
-/// Rust twin of [`HTTP_URL_RE`].
-pub fn is_http_url_or_empty(s: &str) -> bool {
-    // RE2's [:space:] is [\t\n\v\f\r ].
-    let space = |c: char| matches!(c, ' ' | '\t' | '\n' | '\x0B' | '\x0C' | '\r');
-    if s.is_empty() {
-        return true;
-    }
-    let Some(rest) = s
-        .strip_prefix("http://")
-        .or_else(|| s.strip_prefix("https://"))
-    else {
-        return false;
-    };
-    let host_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    host_end > 0 && !rest.contains(space)
-}
-
-/// Rust twin of [`DECIMAL_RE`].
-pub fn is_decimal(s: &str) -> bool {
-    let (int, frac) = s.split_once('.').unwrap_or((s, ""));
-    let digits = |p: &str| p.chars().all(|c| c.is_ascii_digit());
-    digits(int) && digits(frac) && (!int.is_empty() || !frac.is_empty())
-}
-
 /// The CEL rule on `autoscaling.target`: greater than 0. A value that is not a decimal is
 /// left to the field's pattern (`||` absorbs the error of `double()` on it).
 pub fn positive_decimal_cel() -> String {
     format!("!self.matches('{DECIMAL_RE}') || double(self) > 0.0")
-}
-
-/// Rust twin of [`positive_decimal_cel`] (for a decimal).
-pub fn is_positive_decimal(s: &str) -> bool {
-    !is_decimal(s) || s.parse::<f64>().is_ok_and(|v| v > 0.0)
 }
 
 /// The value of `autoscaling.minReplicas` in CEL on the `autoscaling` object.
@@ -590,11 +522,6 @@ pub fn autoscaling_range_message_cel() -> String {
     )
 }
 
-/// Rust twin of [`autoscaling_range_cel`].
-pub fn autoscaling_range_ok(min_replicas: i32, max_replicas: i32) -> bool {
-    max_replicas >= min_replicas
-}
-
 /// `autoscaling`: with metric kvCacheUsage (a fraction of the KV cache), target is at most 1.
 pub fn kv_cache_target_cel() -> String {
     format!(
@@ -603,36 +530,7 @@ pub fn kv_cache_target_cel() -> String {
     )
 }
 
-/// Rust twin of [`kv_cache_target_cel`], given whether the metric is kvCacheUsage.
-pub fn kv_cache_target_ok(is_kv_cache_usage: bool, target: &str) -> bool {
-    !is_kv_cache_usage || !is_decimal(target) || target.parse::<f64>().is_ok_and(|v| v <= 1.0)
-}
-
-/// Rust twin of [`HF_REPO_RE`].
-pub fn is_hf_repo(s: &str) -> bool {
-    let part = |p: &str| {
-        p.chars().next().is_some_and(is_alnum)
-            && p.chars()
-                .all(|c| is_alnum(c) || matches!(c, '-' | '_' | '.'))
-    };
-    match s.split_once('/') {
-        Some((org, name)) => part(org) && part(name),
-        None => part(s),
-    }
-}
-
-/// Rust twin of [`HF_REVISION_RE`].
-pub fn is_hf_revision(s: &str) -> bool {
-    s.chars().next().is_some_and(is_alnum)
-        && s.chars()
-            .all(|c| is_alnum(c) || matches!(c, '-' | '_' | '.' | '/'))
-}
-
-/// Rust twin of [`LORA_NAME_RE`].
-pub fn is_lora_name(s: &str) -> bool {
-    is_delimited(s, is_alnum, |c| is_alnum(c) || matches!(c, '-' | '_' | '.'))
-}
-
+/// The messages of the CEL rules, as the API server reports them.
 pub mod messages {
     /// `storage.pvcName` and `modelSource.image` both set or both unset.
     pub const ONE_MODEL_VOLUME: &str = "exactly one of storage.pvcName and modelSource.image \
@@ -654,17 +552,8 @@ pub mod messages {
     /// An adapter named like the model.
     pub const LORA_NAME_NOT_MODEL: &str =
         "loraAdapters[].name must differ from modelName: both are names clients request";
-    /// `loraAdapters[].name`.
-    pub const LORA_NAME: &str = "loraAdapters[].name must be alphanumerics, '-', '_' or '.', \
-                                 starting and ending with an alphanumeric";
     /// `loraAdapters[].path`.
     pub const LORA_PATH: &str = "loraAdapters[].path must be an absolute path (start with '/')";
-    /// A Hugging Face repository id.
-    pub const HF_REPO: &str = "huggingFace.repo must be a Hugging Face repository id such as \
-                               Qwen/Qwen2.5-1.5B-Instruct";
-    /// A Hugging Face revision.
-    pub const HF_REVISION: &str = "huggingFace.revision must be a branch, tag or commit id \
-                                   such as main (alphanumerics, '-', '_', '.' and '/')";
     /// `engineArgs.maxLoraRank`.
     pub const LORA_RANK: &str = "engineArgs.maxLoraRank must be one of vLLM's ranks: 1, 8, 16, \
                                  32, 64, 128, 256, 320 or 512";
@@ -677,9 +566,6 @@ pub mod messages {
     /// `autoscaling.target` at most 0.
     pub const AUTOSCALING_TARGET: &str = "autoscaling.target must be a decimal number greater \
                                           than 0, such as \"5\" or \"0.8\"";
-    /// `autoscaling.target` not a decimal (the pattern's meaning, for validate()).
-    pub const AUTOSCALING_TARGET_DECIMAL: &str =
-        "autoscaling.target must be a decimal number such as \"5\" or \"0.8\"";
     /// `autoscaling.target` above 1 with metric kvCacheUsage.
     pub const KV_CACHE_TARGET: &str = "autoscaling.target must be at most 1 with metric \
                                        kvCacheUsage: it is the fraction of the KV cache in use \
@@ -688,34 +574,10 @@ pub mod messages {
     /// messageExpression).
     pub const AUTOSCALING_RANGE: &str =
         "autoscaling.maxReplicas must be at least autoscaling.minReplicas";
-    /// `autoscaling.prometheus.serverAddress`.
-    pub const SERVER_ADDRESS: &str = "autoscaling.prometheus.serverAddress must be an http:// \
-                                      or https:// URL such as \
-                                      http://prometheus.monitoring.svc:9090";
-
-    /// maxReplicas below minReplicas (what [`super::autoscaling_range_message_cel`] evaluates
-    /// to).
-    pub fn autoscaling_range(min_replicas: i32, max_replicas: i32) -> String {
-        format!(
-            "autoscaling.maxReplicas ({max_replicas}) must be at least autoscaling.minReplicas \
-             ({min_replicas})"
-        )
-    }
 
     /// `rollout` with strategy Surge.
     pub const SURGE_PROGRESSES: &str = "rollout.maxSurge and rollout.maxUnavailable must not \
                                         both be 0 with strategy Surge: no pod could be replaced";
-
-    /// `terminationGracePeriodSeconds` below preStop + drain + exit (what
-    /// [`super::grace_period_message_cel`] evaluates to).
-    pub fn grace_period(grace: i64, pre_stop: i32, drain: i32) -> String {
-        format!(
-            "terminationGracePeriodSeconds ({grace}) must be at least shutdown.preStopSeconds \
-             ({pre_stop}) + shutdown.drainSeconds ({drain}) + 10 seconds for vLLM to exit = {}, \
-             or vLLM is killed while it drains",
-            i64::from(pre_stop) + i64::from(drain) + 10
-        )
-    }
 
     /// The static message of the grace-period rule (for clients that ignore messageExpression).
     pub const GRACE_PERIOD: &str = "terminationGracePeriodSeconds must be at least \
@@ -844,551 +706,15 @@ pub mod messages {
     }
 }
 
-fn is_alnum(c: char) -> bool {
-    c.is_ascii_alphanumeric()
-}
-
-fn is_lower_alnum(c: char) -> bool {
-    c.is_ascii_lowercase() || c.is_ascii_digit()
-}
-
-/// A run of characters `first ([-...]* last)?`: starts and ends with `edge`, `middle` between.
-fn is_delimited(s: &str, edge: impl Fn(char) -> bool, middle: impl Fn(char) -> bool) -> bool {
-    let mut chars = s.chars();
-    match (chars.next(), chars.next_back()) {
-        (None, _) => false,
-        (Some(first), None) => edge(first),
-        (Some(first), Some(last)) => edge(first) && edge(last) && chars.all(middle),
-    }
-}
-
-/// One DNS label as the patterns above spell it: `[a-z0-9]([-a-z0-9]*[a-z0-9])?`.
-fn is_dns_label_with(s: &str, edge: fn(char) -> bool) -> bool {
-    is_delimited(s, edge, |c| edge(c) || c == '-')
-}
-
-/// Rust twin of [`HOSTNAME_RE`] plus the 253-character limit.
-pub fn is_hostname(s: &str) -> bool {
-    let name = s.strip_prefix("*.").unwrap_or(s);
-    s.len() <= limits::DNS_SUBDOMAIN
-        && name
-            .split('.')
-            .all(|l| is_dns_label_with(l, is_lower_alnum))
-}
-
-/// Rust twin of [`DNS_SUBDOMAIN_RE`] plus the 253-character limit.
-pub fn is_dns_subdomain(s: &str) -> bool {
-    s.len() <= limits::DNS_SUBDOMAIN && s.split('.').all(|l| is_dns_label_with(l, is_lower_alnum))
-}
-
-/// Rust twin of [`DNS_LABEL_RE`] plus the 63-character limit.
-pub fn is_dns_label(s: &str) -> bool {
-    s.len() <= limits::LABEL_NAME && is_dns_label_with(s, is_lower_alnum)
-}
-
-/// Rust twin of [`env_name_cel`].
-pub fn is_env_var_name(s: &str) -> bool {
-    !s.is_empty() && s.chars().all(|c| (' '..='~').contains(&c) && c != '=')
-}
-
-/// Rust twin of [`config_key_cel`] plus the 253-character limit.
-pub fn is_config_key(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= limits::DNS_SUBDOMAIN
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        && s != "."
-        && !s.starts_with("..")
-}
-
-/// Rust twin of [`IMAGE_CEL`]: CEL's `trim()`, like the API server's `strings.TrimSpace`,
-/// trims Unicode White_Space, as `str::trim` does.
-pub fn is_trimmed(s: &str) -> bool {
-    s.trim() == s
-}
-
 /// Whether a resource is an extended resource (`EXTENDED_CEL`).
 pub fn is_extended_resource(name: &str) -> bool {
     name.contains('/') && !name.contains("kubernetes.io/")
 }
 
-/// Whether a resource is hugepages (`HUGEPAGES_CEL`).
-pub fn is_hugepages(name: &str) -> bool {
-    name.starts_with(HUGEPAGES_PREFIX)
-}
-
-/// Rust twin of [`resource_names_cel`] for one name.
-pub fn is_resource_name(name: &str) -> bool {
-    is_label_key(name)
-        && match name.split_once('/') {
-            Some((prefix, _)) if name.contains("kubernetes.io/") => {
-                prefix.len() <= limits::DNS_SUBDOMAIN
-            }
-            Some((prefix, _)) => {
-                !name.starts_with("requests.") && prefix.len() <= EXTENDED_RESOURCE_PREFIX
-            }
-            None => matches!(name, "cpu" | "memory" | "ephemeral-storage") || is_hugepages(name),
-        }
-}
-
-/// Rust twin of [`resource_integers_cel`] for one entry.
-pub fn is_resource_integer_ok(name: &str, value: &str) -> bool {
-    !is_extended_resource(name) || ParsedQuantity::parse(value).is_none_or(|q| q.is_integer())
-}
-
-/// Rust twin of [`resource_hugepages_cel`] for one entry.
-pub fn is_hugepages_value_ok(name: &str, value: &str) -> bool {
-    let Some(page) = name.strip_prefix(HUGEPAGES_PREFIX) else {
-        return true;
-    };
-    let Some(value) = ParsedQuantity::parse(value) else {
-        return true;
-    };
-    let page = ParsedQuantity::parse(page)
-        .and_then(|p| p.as_integer())
-        .filter(|p| *p > 0);
-    match (page, value.as_integer()) {
-        (Some(page), Some(value)) => value % page == 0,
-        _ => false,
-    }
-}
-
-/// Rust twin of [`requests_within_limits_cel`] for one request with a limit.
-pub fn is_request_within_limit(name: &str, request: &str, limit: &str) -> bool {
-    if is_extended_resource(name) || is_hugepages(name) {
-        return true;
-    }
-    match (ParsedQuantity::parse(request), ParsedQuantity::parse(limit)) {
-        (Some(request), Some(limit)) => request.compare(&limit) != Ordering::Greater,
-        _ => true,
-    }
-}
-
-/// Rust twin of [`requests_equal_limits_cel`] for one request and its limit, if any.
-pub fn is_request_equal_to_limit(name: &str, request: &str, limit: Option<&str>) -> bool {
-    if !(is_extended_resource(name) || is_hugepages(name)) {
-        return true;
-    }
-    let Some(limit) = limit else {
-        return false;
-    };
-    match (ParsedQuantity::parse(request), ParsedQuantity::parse(limit)) {
-        (Some(request), Some(limit)) => request.compare(&limit) == Ordering::Equal,
-        _ => true,
-    }
-}
-
-/// Rust twin of [`hugepages_need_cpu_or_memory_cel`], given the resource names of the
-/// requests and of the limits.
-pub fn hugepages_have_cpu_or_memory<'a>(names: impl IntoIterator<Item = &'a str> + Clone) -> bool {
-    !names.clone().into_iter().any(is_hugepages)
-        || names
-            .into_iter()
-            .any(|name| matches!(name, "cpu" | "memory"))
-}
-
-/// Rust twin of [`LABEL_VALUE_RE`] plus the 63-character limit.
-pub fn is_label_value(s: &str) -> bool {
-    s.is_empty() || is_label_name(s)
-}
-
-fn is_label_name(s: &str) -> bool {
-    s.len() <= limits::LABEL_NAME
-        && is_delimited(s, is_alnum, |c| is_alnum(c) || matches!(c, '-' | '_' | '.'))
-}
-
-fn is_qualified_name(s: &str, prefix_edge: fn(char) -> bool) -> bool {
-    match s.split_once('/') {
-        None => is_label_name(s),
-        Some((prefix, name)) => {
-            prefix.len() <= limits::DNS_SUBDOMAIN
-                && prefix.split('.').all(|l| is_dns_label_with(l, prefix_edge))
-                && is_label_name(name)
-        }
-    }
-}
-
-/// Rust twin of [`label_keys_cel`] for one key.
-pub fn is_label_key(s: &str) -> bool {
-    is_qualified_name(s, is_lower_alnum)
-}
-
-/// Rust twin of [`annotation_keys_cel`] for one key.
-pub fn is_annotation_key(s: &str) -> bool {
-    is_qualified_name(s, is_alnum)
-}
-
-/// Rust twin of [`duration_cel`].
-pub fn is_duration(s: &str) -> bool {
-    const UNITS: [&str; 7] = ["y", "w", "d", "h", "m", "s", "ms"];
-    let mut rest = s;
-    let mut next_unit = 0;
-    if rest.is_empty() {
-        return false;
-    }
-    while !rest.is_empty() {
-        let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
-        if digits == 0 {
-            return false;
-        }
-        rest = &rest[digits..];
-        // `ms` is tried before `m`: a lone `m` followed by `s` could never match, since
-        // every unit needs digits in front of it.
-        let unit = if rest.starts_with("ms") {
-            "ms"
-        } else {
-            match rest.get(..1) {
-                Some(u) => u,
-                None => return false,
-            }
-        };
-        match UNITS[next_unit..].iter().position(|u| *u == unit) {
-            Some(i) => next_unit += i + 1,
-            None => return false,
-        }
-        rest = &rest[unit.len()..];
-    }
-    true
-}
-
-/// Rust twin of [`fraction_cel`]: a decimal in (0, 1].
-pub fn is_fraction(s: &str) -> bool {
-    is_decimal(s) && s.parse::<f64>().is_ok_and(|v| v > 0.0 && v <= 1.0)
-}
-
-/// Rust twin of [`QUANTITY_RE`].
-pub fn is_quantity(s: &str) -> bool {
-    let s = s.strip_prefix(['+', '-']).unwrap_or(s);
-    let (number, suffix) = split_number(s);
-    !number.is_empty()
-        && match suffix {
-            "" | "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" => true,
-            "n" | "u" | "m" | "k" | "M" | "G" | "T" | "P" | "E" => true,
-            _ => suffix
-                .strip_prefix(['e', 'E'])
-                .map(|exp| exp.strip_prefix(['+', '-']).unwrap_or(exp))
-                .is_some_and(|exp| {
-                    (1..=9).contains(&exp.len()) && exp.bytes().all(|c| c.is_ascii_digit())
-                }),
-        }
-}
-
-/// Rust twin of [`SIZE_RE`].
-pub fn is_size(s: &str) -> bool {
-    !s.starts_with(['+', '-']) && is_quantity(s)
-}
-
-/// Splits `([0-9]+([.][0-9]*)?)|([.][0-9]+)` off the front of `s`; the number is empty when
-/// `s` does not start with one.
-fn split_number(s: &str) -> (&str, &str) {
-    let int = s.len() - s.trim_start_matches(|c: char| c.is_ascii_digit()).len();
-    let mut end = int;
-    if s[end..].starts_with('.') {
-        let frac = s[end + 1..].len()
-            - s[end + 1..]
-                .trim_start_matches(|c: char| c.is_ascii_digit())
-                .len();
-        if int > 0 || frac > 0 {
-            end += 1 + frac;
-        }
-    }
-    s.split_at(end)
-}
-
-/// Rust twin of [`RELATIVE_PATH_CEL`].
-pub fn is_relative_path(s: &str) -> bool {
-    !s.starts_with('/')
-        && s != ".."
-        && !s.starts_with("../")
-        && !s.ends_with("/..")
-        && !s.contains("/../")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations() {
-        for ok in ["30s", "1m30s", "5ms", "1y2w3d4h5m6s7ms", "0s", "10m"] {
-            assert!(is_duration(ok), "{ok}");
-        }
-        for bad in [
-            "", "30", "s", "1s1m", "1ms1s", "1.5s", "30S", "1h 5m", "1mm", "-1s",
-        ] {
-            assert!(!is_duration(bad), "{bad}");
-        }
-    }
-
-    #[test]
-    fn fractions() {
-        for ok in ["0.75", "1", "1.0", ".5", "0.000001", "1.", "01"] {
-            assert!(is_fraction(ok), "{ok}");
-        }
-        for bad in [
-            "0", "0.0", "1.01", "2", "", ".", "-0.5", "0.5e0", " 0.5", "abc", "1..0",
-        ] {
-            assert!(!is_fraction(bad), "{bad}");
-        }
-    }
-
-    #[test]
-    fn autoscaling_targets() {
-        for ok in ["5", "0.8", ".5", "1.", "100", "0.000001"] {
-            assert!(is_decimal(ok) && is_positive_decimal(ok), "{ok}");
-        }
-        for zero in ["0", "0.0", ".0", "000"] {
-            assert!(is_decimal(zero) && !is_positive_decimal(zero), "{zero}");
-        }
-        for not_a_number in ["", ".", "abc", "-1", "1e3", " 5", "5%", "1..0", "+1"] {
-            assert!(!is_decimal(not_a_number), "{not_a_number}");
-            // Left to the pattern.
-            assert!(is_positive_decimal(not_a_number), "{not_a_number}");
-        }
-        assert!(kv_cache_target_ok(true, "1"));
-        assert!(kv_cache_target_ok(true, "0.8"));
-        assert!(!kv_cache_target_ok(true, "1.01"));
-        assert!(!kv_cache_target_ok(true, "5"));
-        assert!(kv_cache_target_ok(false, "5"));
-        assert!(kv_cache_target_ok(true, "lots"), "left to the pattern");
-        assert!(autoscaling_range_ok(0, 1));
-        assert!(autoscaling_range_ok(3, 3));
-        assert!(!autoscaling_range_ok(3, 2));
-    }
-
-    #[test]
-    fn http_urls() {
-        for ok in [
-            "",
-            "http://prometheus.monitoring.svc:9090",
-            "https://prom.example.com/prometheus",
-            "http://127.0.0.1:9090",
-            "http://[::1]:9090/",
-            "http://h?x=1",
-        ] {
-            assert!(is_http_url_or_empty(ok), "{ok}");
-        }
-        for bad in [
-            "prometheus:9090",
-            "ftp://prom",
-            "http://",
-            "http:///path",
-            "HTTP://prom",
-            "http://prom :9090",
-            "http://prom/a b",
-            "http://prom\t",
-            " http://prom",
-        ] {
-            assert!(!is_http_url_or_empty(bad), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn quantities() {
-        for ok in [
-            "1",
-            "16Gi",
-            "500m",
-            "1.5",
-            ".5",
-            "1.",
-            "1e3",
-            "1E-3",
-            "+1k",
-            "-2Mi",
-            "1.5e+2",
-            "1e123456789",
-        ] {
-            assert!(is_quantity(ok), "{ok}");
-        }
-        for bad in [
-            "",
-            "lots",
-            "1GB",
-            "Gi",
-            ".",
-            "1e",
-            "1.2.3",
-            "1 Gi",
-            "1ki",
-            "e3",
-            "1e3Gi",
-            "1e1.5",
-            "1e.5",
-            "1e1234567890",
-        ] {
-            assert!(!is_quantity(bad), "{bad}");
-        }
-    }
-
-    #[test]
-    fn hostnames() {
-        for ok in ["llm.example.local", "*.example.com", "a", "a-b.c0"] {
-            assert!(is_hostname(ok), "{ok}");
-        }
-        for bad in [
-            "",
-            "LLM.example.com",
-            "-a.com",
-            "a..b",
-            "a.",
-            "*.",
-            "*",
-            "a_b.com",
-            "a.*.b",
-        ] {
-            assert!(!is_hostname(bad), "{bad}");
-        }
-        assert!(!is_hostname(&"a".repeat(254)));
-    }
-
-    #[test]
-    fn label_keys_and_values() {
-        for ok in ["app", "kubernetes.io/hostname", "a.b/C_d-e.f", "x"] {
-            assert!(is_label_key(ok), "{ok}");
-        }
-        for bad in [
-            "",
-            "/a",
-            "a/",
-            "A.b/c",
-            "a/b/c",
-            "-a",
-            "a-",
-            &"a".repeat(64),
-        ] {
-            assert!(!is_label_key(bad), "{bad}");
-        }
-        assert!(is_annotation_key("Example.COM/key"));
-        assert!(is_label_value(""));
-        assert!(is_label_value("v1.2_x-y"));
-        assert!(!is_label_value("has space"));
-        assert!(!is_label_value(&"a".repeat(64)));
-    }
-
-    #[test]
-    fn object_names() {
-        for ok in ["a", "nvidia", "hf-token", "a.b-c.d", "0", &"a".repeat(253)] {
-            assert!(is_dns_subdomain(ok), "{ok}");
-        }
-        for bad in [
-            "",
-            "bad-",
-            "-a",
-            "A",
-            "a_b",
-            "a..b",
-            "a.",
-            ".a",
-            &"a".repeat(254),
-        ] {
-            assert!(!is_dns_subdomain(bad), "{bad}");
-        }
-        assert!(is_dns_label("gateway-system"));
-        assert!(!is_dns_label("gateway.system"));
-        assert!(!is_dns_label(&"a".repeat(64)));
-    }
-
-    #[test]
-    fn env_names_and_keys() {
-        for ok in ["HF_TOKEN", "a", "my.var-1", "A B", "~!@#$%^&*()"] {
-            assert!(is_env_var_name(ok), "{ok}");
-        }
-        for bad in ["", "A=B", "é", "TAB\t", "\u{7f}"] {
-            assert!(!is_env_var_name(bad), "{bad:?}");
-        }
-        for ok in ["token", "a.b", "_x", "-", ".x", "a..b", "A-Z_0.9"] {
-            assert!(is_config_key(ok), "{ok}");
-        }
-        for bad in ["", ".", "..", "..x", "a/b", "a b", &"a".repeat(254)] {
-            assert!(!is_config_key(bad), "{bad}");
-        }
-        assert!(is_trimmed("vllm/vllm-openai:latest"));
-        assert!(!is_trimmed(" vllm"));
-        assert!(!is_trimmed("vllm\u{a0}"));
-    }
-
-    #[test]
-    fn resource_names() {
-        for ok in [
-            "cpu",
-            "memory",
-            "ephemeral-storage",
-            "hugepages-2Mi",
-            "nvidia.com/gpu",
-            "volcano.sh/vgpu-number",
-            "example.kubernetes.io/thing",
-            &format!("{}/x", "a".repeat(244)),
-            &format!("{}.kubernetes.io/x", "a".repeat(239)),
-        ] {
-            assert!(is_resource_name(ok), "{ok}");
-        }
-        for bad in [
-            "",
-            "gpu",
-            "pods",
-            "requests.cpu",
-            "requests.example.com/x",
-            "Example.com/gpu",
-            "a/b/c",
-            "nvidia.com/",
-            &format!("{}/x", "a".repeat(245)),
-        ] {
-            assert!(!is_resource_name(bad), "{bad}");
-        }
-    }
-
-    #[test]
-    fn resource_values() {
-        assert!(is_resource_integer_ok("nvidia.com/gpu", "2"));
-        assert!(is_resource_integer_ok("nvidia.com/gpu", "1k"));
-        assert!(!is_resource_integer_ok("nvidia.com/gpu", "0.5"));
-        assert!(!is_resource_integer_ok("nvidia.com/gpu", "1000m"));
-        assert!(is_resource_integer_ok("cpu", "0.5"));
-        assert!(is_resource_integer_ok("example.kubernetes.io/x", "0.5"));
-        // Not a quantity: the pattern refuses it, not this rule.
-        assert!(is_resource_integer_ok("nvidia.com/gpu", "lots"));
-
-        assert!(is_hugepages_value_ok("hugepages-2Mi", "4Mi"));
-        assert!(is_hugepages_value_ok("hugepages-2Mi", "0"));
-        assert!(!is_hugepages_value_ok("hugepages-2Mi", "3Mi"));
-        assert!(!is_hugepages_value_ok("hugepages-0", "0"));
-        assert!(!is_hugepages_value_ok("hugepages-x", "1"));
-        assert!(is_hugepages_value_ok("memory", "3Mi"));
-
-        assert!(is_request_within_limit("cpu", "500m", "1"));
-        assert!(is_request_within_limit("cpu", "1", "1000m"));
-        assert!(!is_request_within_limit("memory", "2Gi", "2G"));
-        assert!(is_request_within_limit("nvidia.com/gpu", "2", "1"));
-
-        assert!(is_request_equal_to_limit("nvidia.com/gpu", "1", Some("1")));
-        assert!(!is_request_equal_to_limit("nvidia.com/gpu", "1", Some("2")));
-        assert!(!is_request_equal_to_limit("nvidia.com/gpu", "1", None));
-        assert!(!is_request_equal_to_limit("hugepages-2Mi", "2Mi", None));
-        assert!(is_request_equal_to_limit("cpu", "1", None));
-        assert!(is_request_equal_to_limit("kubernetes.io/x", "1", None));
-
-        assert!(hugepages_have_cpu_or_memory(["cpu", "nvidia.com/gpu"]));
-        assert!(hugepages_have_cpu_or_memory(["hugepages-2Mi", "memory"]));
-        assert!(!hugepages_have_cpu_or_memory([
-            "hugepages-2Mi",
-            "nvidia.com/gpu"
-        ]));
-    }
-
-    #[test]
-    fn reserved_flags() {
-        let port = RESERVED_FLAGS.iter().find(|f| f.flag == "--port").unwrap();
-        assert!(port.is_set_by("--port"));
-        assert!(port.is_set_by("--port=9000"));
-        assert!(!port.is_set_by("--ports"));
-        let tp = RESERVED_FLAGS
-            .iter()
-            .find(|f| f.flag == "--tensor-parallel-size")
-            .unwrap();
-        assert!(tp.is_set_by("-tp"));
-        assert!(tp.is_set_by("--tensor_parallel_size=2"));
-        let model = RESERVED_FLAGS.iter().find(|f| f.flag == "--model").unwrap();
-        assert!(!model.is_set_by("--model-impl=vllm"));
-    }
+/// Whether `s` is empty or a URL `autoscaling.prometheus.serverAddress` accepts (the operator's
+/// `--prometheus-address` takes the same): [`HTTP_URL_RE`] itself, as the schema's pattern.
+pub fn is_http_url_or_empty(s: &str) -> bool {
+    static PATTERN: LazyLock<regex::Regex> =
+        LazyLock::new(|| regex::Regex::new(HTTP_URL_RE).expect("HTTP_URL_RE is a valid RE2"));
+    PATTERN.is_match(s)
 }

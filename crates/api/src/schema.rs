@@ -1,5 +1,6 @@
 //! Schema transforms that add the API server's validation (`x-kubernetes-validations` CEL
-//! rules, bounds) to fields whose rules the plain schemars attributes cannot express.
+//! rules, bounds) to fields whose rules the plain schemars attributes cannot express. They edit
+//! the generated schema in memory; no I/O.
 
 use schemars::Schema;
 use serde_json::{Value, json};

@@ -1,11 +1,11 @@
 //! `aiinfra.example.com/v1alpha1` `VLLMService`: one object that describes a vLLM
 //! OpenAI-compatible inference service.
 //!
-//! The field names, types and defaults are those of the reference Go operator (SPEC section
-//! 2), so its YAML works unchanged. Defaults live in two places that must agree: serde (for
+//! The field names, types and defaults are those of the reference Go operator, so its YAML
+//! works unchanged. Defaults live in two places that must agree: serde (for
 //! objects read without the API server, e.g. the offline `render` command) and the schema
 //! (so the API server stores them and `kubectl get -o yaml` shows them). Both come from the
-//! same `Default` impls and `default_*` functions below.
+//! same `Default` impls and `default_*` functions below. Plain data: no I/O.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -775,7 +775,8 @@ impl Default for EngineArgs {
     }
 }
 
-/// The per-probe defaults of SPEC section 2; each probe field of the spec has its own kind.
+/// The defaults of one probe (the reference operator's: startup probes wait longer than
+/// liveness and readiness probes); each probe field of the spec has its own kind.
 pub trait ProbeKind {
     /// The spec field that holds this probe, for messages.
     const FIELD: &'static str;

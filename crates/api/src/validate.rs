@@ -1,37 +1,107 @@
-//! Controller-side validation: the rules the API server enforces through the CRD schema,
-//! checked again in Rust.
+//! Offline validation: the generated CRD's own schema, evaluated as the API server evaluates it.
 //!
 //! The API server rejects invalid objects at `kubectl apply`, but the controller can still read
-//! one: an object stored before a schema change, one created while validation was off, or a
-//! file given to the offline `render` command. Those are reported, never acted on.
+//! one: an object stored under an older schema, one created while validation was off, or a file
+//! given to the offline `render` command. Those are checked here against the CRD of this build
+//! ([`crate::crd`]), so the CRD stays the one statement of every rule: its OpenAPI schema goes to
+//! the `jsonschema` crate, its CEL rules to `kube-cel`, each compiled once. Nothing is read or
+//! written here; the CRD is generated in memory.
+//!
+//! What `kube-cel` cannot judge offline as the API server does (the CEL quantity library on some
+//! spellings of quantities) is listed at [`KUBE_CEL_GAPS`]; no Rust twin of those rules is kept.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::fmt;
+use std::sync::LazyLock;
 
-use k8s_openapi::api::core::v1::{EnvVar, ResourceRequirements};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use jsonschema::error::ValidationErrorKind;
+use jsonschema::paths::LocationSegment;
+use serde_json::{Map, Value, json};
 
-use crate::rules::{self, RESERVED_FLAGS, limits, messages};
-use crate::v1alpha1::{
-    Autoscaling, AutoscalingMetric, EngineArgs, GatewayRef, HuggingFace, Monitoring, Probe,
-    ProbeKind, Rollout, RolloutStrategy, Storage, VLLMService, VLLMServiceSpec,
-};
+use crate::rules::messages;
+use crate::v1alpha1::{VLLMService, VLLMServiceSpec};
+
+/// A `resources` spec on which `kube-cel`'s CEL quantity library and the API server's disagree,
+/// so validate() and the API server give opposite verdicts.
+#[derive(Debug, Clone, Copy)]
+pub struct KubeCelGap {
+    /// `resources.requests`, as JSON.
+    pub requests: &'static str,
+    /// `resources.limits`, as JSON.
+    pub limits: &'static str,
+    /// The API server's verdict; validate() gives the other.
+    pub api_server_accepts: bool,
+    /// Why they differ.
+    pub why: &'static str,
+}
+
+const NOT_INT64: &str = "the API server's isInteger() asks whether the parsed quantity is held \
+                         as an int64, which depends on the spelling (a fraction or milli suffix, \
+                         more than 18 digits or an Ei suffix make it a decimal); kube-cel asks \
+                         whether the value is whole";
+const CAPPED: &str = "the API server caps binary-suffixed quantities at 2^63-1, so these two are \
+                      equal there; kube-cel compares the values as written";
+
+/// Where `kube-cel` cannot judge the CRD's rules on `resources` offline as the API server does
+/// (whole extended resources and hugepages ask `isInteger()`; requests and limits compare). The
+/// api_server test proves the API server's verdict on each; the api crate's tests fail when a
+/// kube-cel release closes one, so that it is struck from here.
+pub const KUBE_CEL_GAPS: &[KubeCelGap] = &[
+    KubeCelGap {
+        requests: r#"{}"#,
+        limits: r#"{"nvidia.com/gpu": "1.0"}"#,
+        api_server_accepts: false,
+        why: NOT_INT64,
+    },
+    KubeCelGap {
+        requests: r#"{"nvidia.com/gpu": "1"}"#,
+        limits: r#"{"nvidia.com/gpu": "1000m"}"#,
+        api_server_accepts: false,
+        why: NOT_INT64,
+    },
+    KubeCelGap {
+        requests: r#"{}"#,
+        limits: r#"{"nvidia.com/gpu": "1Ei"}"#,
+        api_server_accepts: false,
+        why: NOT_INT64,
+    },
+    KubeCelGap {
+        requests: r#"{}"#,
+        limits: r#"{"nvidia.com/gpu": "1234567890123456789"}"#,
+        api_server_accepts: false,
+        why: NOT_INT64,
+    },
+    KubeCelGap {
+        requests: r#"{}"#,
+        limits: r#"{"cpu": "1", "hugepages-2Mi": "1Ei"}"#,
+        api_server_accepts: false,
+        why: NOT_INT64,
+    },
+    KubeCelGap {
+        requests: r#"{"memory": "99999999999999999999Ti"}"#,
+        limits: r#"{"memory": "8Ei"}"#,
+        api_server_accepts: true,
+        why: CAPPED,
+    },
+];
 
 /// One rule broken by one field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {message}")]
 pub struct FieldError {
     /// Path of the field, as the API server names it: `spec.engineArgs.gpuMemoryUtilization`,
-    /// `spec.engineArgs.extraArgs[0]` for a list item, `spec.labels.team` for a map entry.
+    /// `spec.engineArgs.extraArgs[0]` for a list item, `spec.labels.team` for a map entry; empty
+    /// for a rule on the whole object (the rule on `metadata.name`).
     pub field: String,
-    /// What is wrong.
+    /// What is wrong, in the API server's words: a CEL rule's message, or the detail of an
+    /// OpenAPI keyword such as `should be at least 1 chars long`.
     pub message: String,
 }
 
 /// A VLLMService that breaks at least one rule; every broken rule is listed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct InvalidSpec {
-    /// The broken rules, in the order of the fields. Never empty.
+    /// The broken rules, sorted by field. Never empty.
     pub errors: Vec<FieldError>,
 }
 
@@ -42,7 +112,11 @@ impl fmt::Display for InvalidSpec {
             if i > 0 {
                 f.write_str("; ")?;
             }
-            write!(f, "{error}")?;
+            if error.field.is_empty() {
+                f.write_str(&error.message)?;
+            } else {
+                write!(f, "{error}")?;
+            }
         }
         Ok(())
     }
@@ -60,727 +134,334 @@ impl std::ops::Deref for Valid<'_> {
     }
 }
 
-/// Checks a whole VLLMService: its name (which names the Service, so must be a DNS-1035
-/// label) and its spec.
+/// Checks a whole VLLMService against the CRD, as the API server would at create.
 pub fn validate(vllm: &VLLMService) -> Result<Valid<'_>, InvalidSpec> {
-    check(vllm).map(|()| Valid(vllm))
-}
-
-fn check(vllm: &VLLMService) -> Result<(), InvalidSpec> {
-    let mut errors = Errors::default();
-    match vllm.metadata.name.as_deref() {
-        None | Some("") => errors.push("metadata.name", "must be set"),
-        Some(name) if !is_dns1035_label(name) => errors.push(
-            "metadata.name",
-            messages::NAME
-                .strip_prefix("metadata.name ")
-                .expect("the message names the field"),
-        ),
-        Some(_) => {}
+    let object = serde_json::to_value(vllm).expect("a VLLMService serializes to JSON");
+    let mut errors = Vec::new();
+    if vllm.metadata.name.as_deref().unwrap_or_default().is_empty() {
+        // The API server's own check of every object; the CRD's rule on the name needs one.
+        errors.push(error("metadata.name", "Required value"));
+    } else {
+        errors = check(&object);
     }
-    check_spec(&vllm.spec, &mut errors);
-    errors.into_result()
+    typed_invariants(&vllm.spec, &mut errors);
+    if errors.is_empty() {
+        Ok(Valid(vllm))
+    } else {
+        Err(InvalidSpec { errors })
+    }
 }
 
-/// Checks a spec against every rule of the CRD schema.
+/// Checks a spec against every rule of the CRD that is about the spec.
 pub fn validate_spec(spec: &VLLMServiceSpec) -> Result<(), InvalidSpec> {
-    let mut errors = Errors::default();
-    check_spec(spec, &mut errors);
-    errors.into_result()
+    // The rule on the name is not about the spec: give it a name that passes.
+    let object = json!({"metadata": {"name": "spec"}, "spec": spec});
+    let mut errors = check(&object);
+    typed_invariants(spec, &mut errors);
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(InvalidSpec { errors })
+    }
 }
 
-#[derive(Default)]
-struct Errors(Vec<FieldError>);
-
-impl Errors {
-    fn push(&mut self, field: impl Into<String>, message: impl Into<String>) {
-        self.0.push(FieldError {
-            field: field.into(),
-            message: message.into(),
-        });
+/// What the builders take for granted beyond the schema (they `expect` a PVC where a download
+/// goes), checked on the typed value too so that no gap in an offline evaluator can make them
+/// panic; reported only where the CEL rule has not already said it.
+fn typed_invariants(spec: &VLLMServiceSpec, errors: &mut Vec<FieldError>) {
+    let image = spec.model_source.as_ref().and_then(|m| m.image.as_ref());
+    let has_pvc = spec.storage.pvc_name.is_some();
+    let mut push = |field: &str, message: &str| {
+        let e = error(field, message);
+        if !errors.contains(&e) {
+            errors.push(e);
+        }
+    };
+    if has_pvc == image.is_some() {
+        push("spec.storage.pvcName", messages::ONE_MODEL_VOLUME);
     }
+    if !has_pvc && spec.lora_adapters.iter().any(|a| a.hugging_face.is_some()) {
+        push("spec.loraAdapters", messages::LORA_DOWNLOAD_NEEDS_PVC);
+    }
+}
 
-    fn into_result(self) -> Result<(), InvalidSpec> {
-        if self.0.is_empty() {
+fn error(field: impl Into<String>, message: impl Into<String>) -> FieldError {
+    FieldError {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// The CRD's schema, compiled for both evaluators. Built on first use and never changed.
+struct Compiled {
+    /// The openAPIV3Schema as the CRD has it: for defaults and list types.
+    openapi: Value,
+    structural: jsonschema::Validator,
+    cel: kube_cel::CompiledSchema,
+    /// kube-cel's CEL environment (its Kubernetes functions), built once too.
+    validator: kube_cel::Validator,
+}
+
+static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
+    let crd = serde_json::to_value(crate::crd()).expect("a CRD serializes to JSON");
+    let openapi = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone();
+    let structural = jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft4)
+        .with_keyword(RE2_PATTERN, |_, pattern, _| {
+            let text = pattern.as_str().unwrap_or_default();
+            let regex = regex::Regex::new(text)
+                .map_err(|e| jsonschema::ValidationError::schema(e.to_string()))?;
+            Ok(Box::new(Re2Pattern(regex)))
+        })
+        .should_validate_formats(false)
+        .build(&to_json_schema(&openapi))
+        .expect("the CRD's schema is a valid JSON schema");
+    let cel = kube_cel::compile_schema(&openapi);
+    assert!(!cel.has_errors(), "the CRD's CEL rules compile");
+    Compiled {
+        openapi,
+        structural,
+        cel,
+        validator: kube_cel::Validator::new(),
+    }
+});
+
+/// The errors of one object (as JSON) against the CRD, after the schema's defaults.
+fn check(object: &Value) -> Vec<FieldError> {
+    let compiled = &*COMPILED;
+    let object = kube_cel::apply_defaults(&compiled.openapi, object);
+    let mut errors: Vec<FieldError> = compiled
+        .structural
+        .iter_errors(&object)
+        .map(|e| structural_error(&e))
+        .collect();
+    list_duplicates(&compiled.openapi, &object, "", &mut errors);
+    if let Err(cel) = compiled
+        .validator
+        .validate_compiled(&compiled.cel, &object, None)
+    {
+        errors.extend(cel.iter().map(|e| error(&e.field_path, &e.message)));
+    }
+    // kube-cel walks maps in no fixed order: sort, so the same object always reads the same.
+    errors.sort_by(|a, b| (&a.field, &a.message).cmp(&(&b.field, &b.message)));
+    errors.dedup();
+    errors
+}
+
+/// The OpenAPI v3 structural schema of a CRD as a JSON Schema draft 4, which it is but for
+/// Kubernetes' extensions: `nullable` becomes a `null` type, `x-kubernetes-int-or-string` the
+/// two types it allows, and `pattern` (RE2 in the API server, ECMA-262 in JSON Schema, which
+/// refuses e.g. `[[:space:]]`) the keyword [`RE2_PATTERN`]. The other `x-kubernetes-*` keys are ignored as unknown keywords (CEL
+/// rules go to kube-cel, list types to [`list_duplicates`]), as are `format`s, which the API
+/// server does not check on numbers and our strings do not use.
+fn to_json_schema(node: &Value) -> Value {
+    let Value::Object(schema) = node else {
+        return node.clone();
+    };
+    let mut out = Map::new();
+    for (key, value) in schema {
+        let value = match key.as_str() {
+            "properties" => Value::Object(
+                value
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, v)| (k.clone(), to_json_schema(v)))
+                    .collect(),
+            ),
+            "items" | "additionalProperties" | "not" => to_json_schema(value),
+            "allOf" | "anyOf" | "oneOf" => Value::Array(
+                value
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(to_json_schema)
+                    .collect(),
+            ),
+            _ => value.clone(),
+        };
+        out.insert(key.clone(), value);
+    }
+    if let Some(pattern) = out.remove("pattern") {
+        out.insert(RE2_PATTERN.into(), pattern);
+    }
+    if schema.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
+        out.insert("type".into(), json!(["integer", "string"]));
+    }
+    if schema.get("nullable") == Some(&Value::Bool(true)) {
+        if let Some(Value::String(t)) = out.get("type") {
+            let t = t.clone();
+            out.insert("type".into(), json!([t, "null"]));
+        }
+        if let Some(Value::Array(options)) = out.get_mut("enum") {
+            options.push(Value::Null);
+        }
+    }
+    Value::Object(out)
+}
+
+/// `pattern` with RE2 semantics: the API server's Go regexp, which the `regex` crate follows.
+const RE2_PATTERN: &str = "x-re2-pattern";
+
+struct Re2Pattern(regex::Regex);
+
+impl<'i> jsonschema::Keyword<'i> for Re2Pattern {
+    fn validate(&self, instance: &'i Value) -> Result<(), jsonschema::ValidationError<'i>> {
+        if self.is_valid(instance) {
             Ok(())
         } else {
-            Err(InvalidSpec { errors: self.0 })
+            Err(jsonschema::ValidationError::custom(format!(
+                "should match '{}'",
+                self.0.as_str()
+            )))
         }
     }
 
-    /// `minLength`/`maxLength`, counted in characters as the API server counts them.
-    fn length(&mut self, field: &str, value: &str, min: usize, max: usize) -> bool {
-        let len = value.chars().count();
-        if len < min {
-            self.push(field, "must not be empty");
-            false
-        } else if len > max {
-            self.push(field, format!("must be at most {max} characters"));
-            false
-        } else {
-            true
-        }
+    fn is_valid(&self, instance: &'i Value) -> bool {
+        instance.as_str().is_none_or(|s| self.0.is_match(s))
     }
+}
 
-    fn required(&mut self, field: &str, value: &str) {
-        if value.is_empty() {
-            self.push(field, "must not be empty");
-        }
-    }
-
-    fn at_least(&mut self, field: &str, value: i32, min: i32) {
-        if value < min {
-            self.push(field, format!("must be at least {min}"));
-        }
-    }
-
-    fn quantity(&mut self, field: &str, value: &str) {
-        if !rules::is_quantity(value) {
-            self.push(field, "must be a quantity such as 2, 500m or 16Gi");
-        }
-    }
-
-    /// `maxItems`/`maxProperties`.
-    fn at_most_entries(&mut self, field: &str, len: usize, max: usize, what: &str) {
-        if len > max {
-            self.push(field, format!("must have at most {max} {what}"));
-        }
-    }
-
-    /// An optional object name where empty means unset (`runtimeClassName`).
-    fn optional_dns_subdomain(&mut self, field: &str, value: Option<&str>, message: &str) {
-        if let Some(value) = value
-            && self.length(field, value, 0, limits::DNS_SUBDOMAIN)
-            && !value.is_empty()
-            && !rules::is_dns_subdomain(value)
-        {
-            self.push(field, message);
-        }
-    }
-
-    fn label_map(&mut self, field: &str, name: &str, map: &BTreeMap<String, String>) {
-        if map.len() > limits::MAP_ENTRIES {
-            self.push(
-                field,
-                format!("must have at most {} entries", limits::MAP_ENTRIES),
-            );
-        }
-        if !map.keys().all(|k| rules::is_label_key(k)) {
-            self.push(field, messages::label_keys(name));
-        }
-        for (key, value) in map {
-            if !rules::is_label_value(value) {
-                self.push(
-                    format!("{field}.{key}"),
-                    "must be a valid label value: at most 63 alphanumerics, '-', '_' or '.', \
-                     starting and ending with an alphanumeric (or empty)",
-                );
+/// A JSON pointer as the API server names the field: `spec.env[0].name`.
+fn field_path<'a>(segments: impl Iterator<Item = LocationSegment<'a>>) -> String {
+    let mut path = String::new();
+    for segment in segments {
+        match segment {
+            LocationSegment::Index(i) => path.push_str(&format!("[{i}]")),
+            LocationSegment::Property(p) => {
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(&p);
             }
         }
     }
+    path
 }
 
-fn check_spec(spec: &VLLMServiceSpec, errors: &mut Errors) {
-    let field = "spec.image";
-    if errors.length(field, &spec.image, 1, limits::IMAGE) && !rules::is_trimmed(&spec.image) {
-        errors.push(field, messages::IMAGE);
-    }
-    errors.length("spec.modelPath", &spec.model_path, 1, limits::PATH);
-    errors.required("spec.modelName", &spec.model_name);
-    errors.at_least("spec.replicas", spec.replicas, 0);
-    if !(1..=65535).contains(&spec.port) {
-        errors.push("spec.port", "must be between 1 and 65535");
-    }
-    errors.optional_dns_subdomain(
-        "spec.runtimeClassName",
-        spec.runtime_class_name.as_deref(),
-        messages::RUNTIME_CLASS_NAME,
-    );
-    errors.optional_dns_subdomain(
-        "spec.serviceAccountName",
-        spec.service_account_name.as_deref(),
-        messages::SERVICE_ACCOUNT_NAME,
-    );
-    errors.label_map("spec.nodeSelector", "nodeSelector", &spec.node_selector);
-    errors.label_map("spec.labels", "labels", &spec.labels);
-    if let Some(resources) = &spec.resources {
-        check_resources(resources, errors);
-    }
-    check_env(&spec.env, errors);
-    if let Some(size) = &spec.shm_size
-        && !rules::is_size(&size.0)
-    {
-        errors.push(
-            "spec.shmSize",
-            "must be a non-negative quantity such as 16Gi",
-        );
-    }
-    check_storage(&spec.storage, errors);
-    check_model_source(spec, errors);
-    check_lora_adapters(spec, errors);
-    if let Some(gateway) = &spec.gateway_ref {
-        check_gateway_ref(gateway, errors);
-    }
-    check_engine_args(&spec.engine_args, errors);
-    check_probe(&spec.startup_probe, errors);
-    check_probe(&spec.liveness_probe, errors);
-    check_probe(&spec.readiness_probe, errors);
-    check_monitoring(&spec.monitoring, errors);
-    check_shutdown(spec, errors);
-    check_rollout(&spec.rollout, errors);
-    if let Some(autoscaling) = &spec.autoscaling {
-        check_autoscaling(autoscaling, errors);
-    }
-    if spec.pod_annotations.len() > limits::MAP_ENTRIES {
-        errors.push(
-            "spec.podAnnotations",
-            format!("must have at most {} entries", limits::MAP_ENTRIES),
-        );
-    }
-    if !spec
-        .pod_annotations
-        .keys()
-        .all(|k| rules::is_annotation_key(k))
-    {
-        errors.push(
-            "spec.podAnnotations",
-            messages::annotation_keys("podAnnotations"),
-        );
-    }
-}
-
-/// The container's resources, as the API server checks them (`validateResourceRequirements`).
-fn check_resources(resources: &ResourceRequirements, errors: &mut Errors) {
-    let none = BTreeMap::new();
-    let requests: &BTreeMap<String, Quantity> = resources.requests.as_ref().unwrap_or(&none);
-    let limit_map: &BTreeMap<String, Quantity> = resources.limits.as_ref().unwrap_or(&none);
-    for (list, map) in [("limits", limit_map), ("requests", requests)] {
-        let field = format!("spec.resources.{list}");
-        errors.at_most_entries(&field, map.len(), limits::RESOURCES, "entries");
-        if !map.keys().all(|name| rules::is_resource_name(name)) {
-            errors.push(&field, messages::resource_names(list));
+/// One OpenAPI keyword's failure, named and worded as the API server reports it (the detail
+/// after `<field>: Invalid value: <value>:`, without the repeated field name).
+fn structural_error(e: &jsonschema::ValidationError<'_>) -> FieldError {
+    let mut field = field_path(e.instance_path().segments());
+    let message = match e.kind() {
+        ValidationErrorKind::Required { property } => {
+            let property = property.as_str().unwrap_or_default();
+            field = if field.is_empty() {
+                property.to_string()
+            } else {
+                format!("{field}.{property}")
+            };
+            "Required value".to_string()
         }
-        for (name, quantity) in map {
-            let entry = format!("{field}.{name}");
-            if errors.length(&entry, &quantity.0, 0, limits::QUANTITY)
-                && !rules::is_size(&quantity.0)
-            {
-                errors.push(
-                    entry,
-                    "must be a non-negative quantity such as 2, 500m or 16Gi",
-                );
+        ValidationErrorKind::MinLength { limit } => {
+            format!("should be at least {limit} chars long")
+        }
+        ValidationErrorKind::MaxLength { limit } => {
+            format!("Too long: may not be more than {limit} bytes")
+        }
+        ValidationErrorKind::Minimum { limit } => {
+            format!("should be greater than or equal to {}", number(limit))
+        }
+        ValidationErrorKind::Maximum { limit } => {
+            format!("should be less than or equal to {}", number(limit))
+        }
+        ValidationErrorKind::Custom { message, .. } => message.clone(),
+        ValidationErrorKind::MaxItems { limit } | ValidationErrorKind::MaxProperties { limit } => {
+            format!("Too many: must have at most {limit} items")
+        }
+        ValidationErrorKind::Enum { options } => {
+            let options: Vec<String> = options
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|o| !o.is_null())
+                .map(Value::to_string)
+                .collect();
+            format!(
+                "Unsupported value: {}: supported values: {}",
+                e.instance(),
+                options.join(", ")
+            )
+        }
+        ValidationErrorKind::Type { kind } => {
+            let wanted = match kind {
+                jsonschema::error::TypeKind::Single(t) => t.to_string(),
+                jsonschema::error::TypeKind::Multiple(ts) => ts
+                    .iter()
+                    .map(|t| t.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            };
+            format!("must be of type {wanted}")
+        }
+        _ => e.to_string(),
+    };
+    error(field, message)
+}
+
+/// A bound as the API server prints it: `1`, not the `1.0` schemars writes.
+fn number(limit: &Value) -> String {
+    match limit.as_f64() {
+        Some(f) if f.fract() == 0.0 && f.abs() < 1e15 => format!("{}", f as i64),
+        _ => limit.to_string(),
+    }
+}
+
+/// The API server's check of `x-kubernetes-list-type`, which JSON Schema cannot state: items
+/// of a `set` are unique, and so are the keys of the items of a `map`.
+fn list_duplicates(schema: &Value, value: &Value, path: &str, errors: &mut Vec<FieldError>) {
+    match value {
+        Value::Object(object) => {
+            for (key, child) in object {
+                let child_schema = schema
+                    .get("properties")
+                    .and_then(|p| p.get(key))
+                    .or_else(|| schema.get("additionalProperties"));
+                if let Some(child_schema) = child_schema {
+                    let child_path = if path.is_empty() {
+                        key.clone()
+                    } else {
+                        format!("{path}.{key}")
+                    };
+                    list_duplicates(child_schema, child, &child_path, errors);
+                }
             }
         }
-        if !map
-            .iter()
-            .all(|(name, quantity)| rules::is_resource_integer_ok(name, &quantity.0))
-        {
-            errors.push(&field, messages::resource_integers(list));
-        }
-        if !map
-            .iter()
-            .all(|(name, quantity)| rules::is_hugepages_value_ok(name, &quantity.0))
-        {
-            errors.push(&field, messages::resource_hugepages(list));
-        }
-    }
-    if resources
-        .claims
-        .as_ref()
-        .is_some_and(|claims| !claims.is_empty())
-    {
-        errors.push("spec.resources.claims", messages::CLAIMS);
-    }
-    let field = "spec.resources.requests";
-    let within = requests.iter().all(|(name, request)| {
-        limit_map
-            .get(name)
-            .is_none_or(|limit| rules::is_request_within_limit(name, &request.0, &limit.0))
-    });
-    if !within {
-        errors.push(field, messages::REQUESTS_WITHIN_LIMITS);
-    }
-    let equal = requests.iter().all(|(name, request)| {
-        rules::is_request_equal_to_limit(
-            name,
-            &request.0,
-            limit_map.get(name).map(|limit| limit.0.as_str()),
-        )
-    });
-    if !equal {
-        errors.push(field, messages::REQUESTS_EQUAL_LIMITS);
-    }
-    let names = requests.keys().chain(limit_map.keys()).map(String::as_str);
-    if !rules::hugepages_have_cpu_or_memory(names) {
-        errors.push("spec.resources", messages::HUGEPAGES_NEED_CPU_OR_MEMORY);
-    }
-}
-
-/// The container's environment, as the API server checks it (`ValidateEnv`).
-fn check_env(env: &[EnvVar], errors: &mut Errors) {
-    errors.at_most_entries("spec.env", env.len(), limits::ENV, "items");
-    for (i, var) in env.iter().enumerate() {
-        let prefix = format!("spec.env[{i}]");
-        let field = format!("{prefix}.name");
-        if errors.length(&field, &var.name, 0, limits::ENV_NAME)
-            && !rules::is_env_var_name(&var.name)
-        {
-            errors.push(field, messages::ENV_NAME);
-        }
-        let Some(from) = &var.value_from else {
-            continue;
-        };
-        let field = format!("{prefix}.valueFrom");
-        if var.value.as_ref().is_some_and(|value| !value.is_empty()) {
-            errors.push(&field, messages::ENV_VALUE_FROM_WITH_VALUE);
-        }
-        let sources = [
-            from.field_ref.is_some(),
-            from.resource_field_ref.is_some(),
-            from.config_map_key_ref.is_some(),
-            from.secret_key_ref.is_some(),
-        ];
-        if sources.iter().filter(|set| **set).count() != 1 {
-            errors.push(&field, messages::ENV_SOURCES);
-        }
-        if from.file_key_ref.is_some() {
-            errors.push(format!("{field}.fileKeyRef"), messages::ENV_FILE_KEY_REF);
-        }
-        let key_refs = [
-            from.secret_key_ref
-                .as_ref()
-                .map(|r| ("secretKeyRef", &r.name, &r.key)),
-            from.config_map_key_ref
-                .as_ref()
-                .map(|r| ("configMapKeyRef", &r.name, &r.key)),
-        ];
-        for (source, name, key) in key_refs.into_iter().flatten() {
-            let name_field = format!("{field}.{source}.name");
-            if errors.length(&name_field, name, 0, limits::DNS_SUBDOMAIN)
-                && !rules::is_dns_subdomain(name)
-            {
-                errors.push(name_field, messages::env_source_name(source));
-            }
-            let key_field = format!("{field}.{source}.key");
-            if errors.length(&key_field, key, 0, limits::DNS_SUBDOMAIN)
-                && !rules::is_config_key(key)
-            {
-                errors.push(key_field, messages::env_source_key(source));
+        Value::Array(items) => {
+            let keys: Option<Vec<&str>> = match schema["x-kubernetes-list-type"].as_str() {
+                Some("map") => Some(
+                    schema["x-kubernetes-list-map-keys"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                        .collect(),
+                ),
+                Some("set") => Some(Vec::new()),
+                _ => None,
+            };
+            let mut seen = BTreeSet::new();
+            for (i, item) in items.iter().enumerate() {
+                let item_path = format!("{path}[{i}]");
+                if let Some(keys) = &keys {
+                    let identity = if keys.is_empty() {
+                        item.clone()
+                    } else {
+                        Value::Object(
+                            keys.iter()
+                                .map(|k| (k.to_string(), item[*k].clone()))
+                                .collect(),
+                        )
+                    };
+                    if !seen.insert(identity.to_string()) {
+                        errors.push(error(&item_path, format!("Duplicate value: {identity}")));
+                    }
+                }
+                if let Some(item_schema) = schema.get("items") {
+                    list_duplicates(item_schema, item, &item_path, errors);
+                }
             }
         }
-        if let Some(divisor) = from
-            .resource_field_ref
-            .as_ref()
-            .and_then(|r| r.divisor.as_ref())
-        {
-            errors.quantity(&format!("{field}.resourceFieldRef.divisor"), &divisor.0);
-        }
-    }
-}
-
-fn check_storage(storage: &Storage, errors: &mut Errors) {
-    if let Some(pvc) = &storage.pvc_name {
-        errors.length("spec.storage.pvcName", pvc, 1, limits::DNS_SUBDOMAIN);
-    }
-    let field = "spec.storage.mountPath";
-    if errors.length(field, &storage.mount_path, 1, limits::PATH) {
-        if !storage.mount_path.starts_with('/') {
-            errors.push(field, messages::MOUNT_PATH);
-        }
-        if storage.mount_path == "/dev/shm" {
-            errors.push(field, messages::MOUNT_PATH_SHM);
-        }
-    }
-    if let Some(sub_path) = &storage.sub_path {
-        let field = "spec.storage.subPath";
-        if errors.length(field, sub_path, 0, limits::PATH) && !rules::is_relative_path(sub_path) {
-            errors.push(field, messages::SUB_PATH);
-        }
-    }
-}
-
-fn check_model_source(spec: &VLLMServiceSpec, errors: &mut Errors) {
-    let source = spec.model_source.as_ref();
-    let image = source.and_then(|s| s.image.as_ref());
-    if !rules::one_model_volume(spec.storage.pvc_name.is_some(), image.is_some()) {
-        errors.push("spec.storage.pvcName", messages::ONE_MODEL_VOLUME);
-    }
-    let Some(source) = source else { return };
-    if source.hugging_face.is_some() == source.image.is_some() {
-        errors.push("spec.modelSource", messages::ONE_MODEL_SOURCE);
-    }
-    if let Some(hf) = &source.hugging_face {
-        check_hugging_face("spec.modelSource.huggingFace", hf, errors);
-        if !rules::is_on_volume(&spec.model_path, &spec.storage.mount_path) {
-            errors.push("spec.modelPath", messages::DOWNLOAD_PATH);
-        }
-    }
-    if let Some(image) = image {
-        let field = "spec.modelSource.image.reference";
-        if errors.length(field, &image.reference, 1, limits::IMAGE)
-            && !rules::is_trimmed(&image.reference)
-        {
-            errors.push(field, messages::IMAGE);
-        }
-    }
-}
-
-fn check_hugging_face(prefix: &str, hf: &HuggingFace, errors: &mut Errors) {
-    let field = format!("{prefix}.repo");
-    if errors.length(&field, &hf.repo, 1, limits::HF_REPO) && !rules::is_hf_repo(&hf.repo) {
-        errors.push(field, messages::HF_REPO);
-    }
-    let field = format!("{prefix}.revision");
-    if errors.length(&field, &hf.revision, 1, limits::HF_REVISION)
-        && !rules::is_hf_revision(&hf.revision)
-    {
-        errors.push(field, messages::HF_REVISION);
-    }
-    if let Some(secret) = &hf.token_secret_ref {
-        let field = format!("{prefix}.tokenSecretRef.name");
-        if errors.length(&field, &secret.name, 1, limits::DNS_SUBDOMAIN)
-            && !rules::is_dns_subdomain(&secret.name)
-        {
-            errors.push(field, messages::TOKEN_SECRET_NAME);
-        }
-        let field = format!("{prefix}.tokenSecretRef.key");
-        if errors.length(&field, &secret.key, 1, limits::DNS_SUBDOMAIN)
-            && !rules::is_config_key(&secret.key)
-        {
-            errors.push(field, messages::TOKEN_SECRET_KEY);
-        }
-    }
-    if let Some(image) = &hf.downloader_image {
-        let field = format!("{prefix}.downloaderImage");
-        if errors.length(&field, image, 1, limits::IMAGE) && !rules::is_trimmed(image) {
-            errors.push(field, messages::IMAGE);
-        }
-    }
-}
-
-fn check_lora_adapters(spec: &VLLMServiceSpec, errors: &mut Errors) {
-    let adapters = &spec.lora_adapters;
-    if adapters.len() > limits::LORA_ADAPTERS {
-        errors.push(
-            "spec.loraAdapters",
-            format!("must have at most {} items", limits::LORA_ADAPTERS),
-        );
-    }
-    for (i, adapter) in adapters.iter().enumerate() {
-        let prefix = format!("spec.loraAdapters[{i}]");
-        let field = format!("{prefix}.name");
-        if errors.length(&field, &adapter.name, 1, limits::LABEL_NAME)
-            && !rules::is_lora_name(&adapter.name)
-        {
-            errors.push(field, messages::LORA_NAME);
-        }
-        if adapters[..i].iter().any(|a| a.name == adapter.name) {
-            errors.push(
-                format!("spec.loraAdapters[{i}]"),
-                format!("Duplicate value: {{\"name\":\"{}\"}}", adapter.name),
-            );
-        }
-        if adapter.path.is_some() == adapter.hugging_face.is_some() {
-            errors.push(prefix.clone(), messages::ONE_LORA_SOURCE);
-        }
-        if let Some(path) = &adapter.path {
-            let field = format!("{prefix}.path");
-            if errors.length(&field, path, 1, limits::PATH) && !path.starts_with('/') {
-                errors.push(field, messages::LORA_PATH);
-            }
-        }
-        if let Some(hf) = &adapter.hugging_face {
-            check_hugging_face(&format!("{prefix}.huggingFace"), hf, errors);
-        }
-    }
-    if adapters.iter().any(|a| a.hugging_face.is_some()) && spec.storage.pvc_name.is_none() {
-        errors.push("spec.loraAdapters", messages::LORA_DOWNLOAD_NEEDS_PVC);
-    }
-    if adapters.iter().any(|a| a.name == spec.model_name) {
-        errors.push("spec.loraAdapters", messages::LORA_NAME_NOT_MODEL);
-    }
-    if !adapters.is_empty() {
-        for flag in rules::LORA_FLAGS {
-            if spec
-                .engine_args
-                .extra_args
-                .iter()
-                .any(|a| flag.is_set_by(a))
-            {
-                errors.push("spec.engineArgs.extraArgs", flag.lora_message());
-            }
-        }
-    }
-}
-
-fn check_gateway_ref(gateway: &GatewayRef, errors: &mut Errors) {
-    errors.length(
-        "spec.gatewayRef.name",
-        &gateway.name,
-        1,
-        limits::DNS_SUBDOMAIN,
-    );
-    if let Some(namespace) = &gateway.namespace {
-        let field = "spec.gatewayRef.namespace";
-        if errors.length(field, namespace, 1, limits::LABEL_NAME) && !rules::is_dns_label(namespace)
-        {
-            errors.push(field, messages::GATEWAY_NAMESPACE);
-        }
-    }
-    let field = "spec.gatewayRef.sectionName";
-    if errors.length(field, &gateway.section_name, 1, limits::DNS_SUBDOMAIN)
-        && !rules::is_dns_subdomain(&gateway.section_name)
-    {
-        errors.push(field, messages::SECTION_NAME);
-    }
-    let field = "spec.gatewayRef.host";
-    if errors.length(field, &gateway.host, 1, limits::DNS_SUBDOMAIN)
-        && !rules::is_hostname(&gateway.host)
-    {
-        errors.push(field, messages::HOST);
-    }
-}
-
-fn check_engine_args(args: &EngineArgs, errors: &mut Errors) {
-    errors.at_least("spec.engineArgs.maxModelLen", args.max_model_len, 1);
-    let field = "spec.engineArgs.gpuMemoryUtilization";
-    if errors.length(field, &args.gpu_memory_utilization, 1, limits::DECIMAL)
-        && !rules::is_fraction(&args.gpu_memory_utilization)
-    {
-        errors.push(field, messages::GPU_MEMORY_UTILIZATION);
-    }
-    errors.at_least("spec.engineArgs.maxNumSeqs", args.max_num_seqs, 1);
-    if let Some(tp) = args.tensor_parallel_size {
-        errors.at_least("spec.engineArgs.tensorParallelSize", tp, 1);
-    }
-    if let Some(n) = args.max_loras {
-        errors.at_least("spec.engineArgs.maxLoras", n, 1);
-    }
-    if let Some(rank) = args.max_lora_rank
-        && !rules::LORA_RANKS.contains(&rank)
-    {
-        errors.push("spec.engineArgs.maxLoraRank", messages::LORA_RANK);
-    }
-    let field = "spec.engineArgs.extraArgs";
-    if args.extra_args.len() > limits::EXTRA_ARGS {
-        errors.push(
-            field,
-            format!("must have at most {} items", limits::EXTRA_ARGS),
-        );
-    }
-    for (i, arg) in args.extra_args.iter().enumerate() {
-        errors.length(&format!("{field}[{i}]"), arg, 0, limits::EXTRA_ARG);
-    }
-    for flag in RESERVED_FLAGS {
-        if args.extra_args.iter().any(|arg| flag.is_set_by(arg)) {
-            errors.push(field, flag.message());
-        }
-    }
-}
-
-fn check_probe<K: ProbeKind>(probe: &Probe<K>, errors: &mut Errors) {
-    let prefix = format!("spec.{}", K::FIELD);
-    let field = format!("{prefix}.path");
-    if errors.length(&field, &probe.path, 1, limits::PATH) && !probe.path.starts_with('/') {
-        errors.push(field, messages::probe_path(K::FIELD));
-    }
-    errors.at_least(
-        &format!("{prefix}.initialDelaySeconds"),
-        probe.initial_delay_seconds,
-        0,
-    );
-    errors.at_least(&format!("{prefix}.periodSeconds"), probe.period_seconds, 1);
-    errors.at_least(
-        &format!("{prefix}.timeoutSeconds"),
-        probe.timeout_seconds,
-        1,
-    );
-    errors.at_least(
-        &format!("{prefix}.failureThreshold"),
-        probe.failure_threshold,
-        1,
-    );
-}
-
-fn check_monitoring(monitoring: &Monitoring, errors: &mut Errors) {
-    let field = "spec.monitoring.path";
-    if errors.length(field, &monitoring.path, 1, limits::PATH) && !monitoring.path.starts_with('/')
-    {
-        errors.push(field, messages::MONITORING_PATH);
-    }
-    let field = "spec.monitoring.interval";
-    if errors.length(field, &monitoring.interval, 1, limits::DURATION)
-        && !rules::is_duration(&monitoring.interval)
-    {
-        errors.push(field, messages::INTERVAL);
-    }
-    errors.label_map(
-        "spec.monitoring.labels",
-        "monitoring.labels",
-        &monitoring.labels,
-    );
-    let a = &monitoring.alerts;
-    let prefix = "spec.monitoring.alerts";
-    errors.at_least(&format!("{prefix}.requestsWaiting"), a.requests_waiting, 1);
-    errors.at_least(
-        &format!("{prefix}.kvCacheUsagePercent"),
-        a.kv_cache_usage_percent,
-        1,
-    );
-    if a.kv_cache_usage_percent > 100 {
-        errors.push(
-            format!("{prefix}.kvCacheUsagePercent"),
-            "must be at most 100",
-        );
-    }
-    errors.at_least(
-        &format!("{prefix}.timeToFirstTokenP95Ms"),
-        a.time_to_first_token_p95_ms,
-        1,
-    );
-    errors.at_least(
-        &format!("{prefix}.e2eLatencyP95Ms"),
-        a.e2e_latency_p95_ms,
-        1,
-    );
-    for (name, value) in [
-        ("criticalSeverity", &a.critical_severity),
-        ("warningSeverity", &a.warning_severity),
-    ] {
-        let field = format!("{prefix}.{name}");
-        if errors.length(&field, value, 1, limits::LABEL_NAME) && !rules::is_label_value(value) {
-            errors.push(field, "must be a valid label value");
-        }
-    }
-}
-
-fn check_shutdown(spec: &VLLMServiceSpec, errors: &mut Errors) {
-    let s = &spec.shutdown;
-    for (name, value, max) in [
-        ("drainSeconds", s.drain_seconds, limits::DRAIN_SECONDS),
-        (
-            "preStopSeconds",
-            s.pre_stop_seconds,
-            limits::PRE_STOP_SECONDS,
-        ),
-    ] {
-        let field = format!("spec.shutdown.{name}");
-        errors.at_least(&field, value, 0);
-        if value > max {
-            errors.push(field, format!("must be at most {max}"));
-        }
-    }
-    if let Some(grace) = spec.termination_grace_period_seconds {
-        if grace < 0 {
-            errors.push("spec.terminationGracePeriodSeconds", "must be at least 0");
-        } else if !rules::grace_period_covers_shutdown(
-            Some(grace),
-            s.pre_stop_seconds,
-            s.drain_seconds,
-        ) {
-            errors.push(
-                "spec.terminationGracePeriodSeconds",
-                messages::grace_period(grace, s.pre_stop_seconds, s.drain_seconds),
-            );
-        }
-    }
-}
-
-fn check_rollout(rollout: &Rollout, errors: &mut Errors) {
-    errors.at_least("spec.rollout.maxSurge", rollout.max_surge, 0);
-    errors.at_least("spec.rollout.maxUnavailable", rollout.max_unavailable, 0);
-    if !rules::surge_progresses(
-        rollout.strategy == RolloutStrategy::Surge,
-        rollout.max_surge,
-        rollout.max_unavailable,
-    ) {
-        errors.push("spec.rollout", messages::SURGE_PROGRESSES);
-    }
-}
-
-fn check_autoscaling(a: &Autoscaling, errors: &mut Errors) {
-    let prefix = "spec.autoscaling";
-    errors.at_least(&format!("{prefix}.minReplicas"), a.min_replicas, 0);
-    let field = format!("{prefix}.maxReplicas");
-    errors.at_least(&field, a.max_replicas, 1);
-    if !rules::autoscaling_range_ok(a.min_replicas, a.max_replicas) {
-        errors.push(
-            field,
-            messages::autoscaling_range(a.min_replicas, a.max_replicas),
-        );
-    }
-    let field = format!("{prefix}.target");
-    if errors.length(&field, &a.target, 1, limits::DECIMAL) {
-        if !rules::is_decimal(&a.target) {
-            errors.push(&field, messages::AUTOSCALING_TARGET_DECIMAL);
-        } else if !rules::is_positive_decimal(&a.target) {
-            errors.push(&field, messages::AUTOSCALING_TARGET);
-        }
-    }
-    if !rules::kv_cache_target_ok(a.metric == AutoscalingMetric::KvCacheUsage, &a.target) {
-        errors.push(&field, messages::KV_CACHE_TARGET);
-    }
-    if let Some(p) = &a.prometheus {
-        if let Some(address) = &p.server_address {
-            let field = format!("{prefix}.prometheus.serverAddress");
-            if errors.length(&field, address, 0, limits::URL)
-                && !rules::is_http_url_or_empty(address)
-            {
-                errors.push(field, messages::SERVER_ADDRESS);
-            }
-        }
-        if let Some(query) = &p.query {
-            errors.length(
-                &format!("{prefix}.prometheus.query"),
-                query,
-                0,
-                limits::QUERY,
-            );
-        }
-    }
-    if let Some(query) = &a.activation_query {
-        errors.length(
-            &format!("{prefix}.activationQuery"),
-            query,
-            0,
-            limits::QUERY,
-        );
-    }
-    let field = format!("{prefix}.scaleDownStabilizationSeconds");
-    errors.at_least(&field, a.scale_down_stabilization_seconds, 0);
-    if a.scale_down_stabilization_seconds > limits::STABILIZATION_SECONDS {
-        errors.push(
-            field,
-            format!("must be at most {}", limits::STABILIZATION_SECONDS),
-        );
-    }
-    errors.at_least(
-        &format!("{prefix}.initialCooldownSeconds"),
-        a.initial_cooldown_seconds,
-        0,
-    );
-}
-
-/// A DNS-1035 label: what a Service name must be.
-fn is_dns1035_label(s: &str) -> bool {
-    s.len() <= limits::LABEL_NAME
-        && s.starts_with(|c: char| c.is_ascii_lowercase())
-        && s.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dns1035_labels() {
-        assert!(is_dns1035_label("qwen-demo"));
-        assert!(is_dns1035_label("a"));
-        assert!(!is_dns1035_label("1abc"));
-        assert!(!is_dns1035_label("qwen2.5"));
-        assert!(!is_dns1035_label("a-"));
-        assert!(!is_dns1035_label(&"a".repeat(64)));
+        _ => {}
     }
 }

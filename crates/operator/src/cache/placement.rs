@@ -16,8 +16,9 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::{Resource, api::ObjectMeta};
+use kube_quantity::ParsedQuantity;
 use serde::Deserialize;
-use vllmservice_api::{VLLMServiceSpec, quantity::ParsedQuantity, rules};
+use vllmservice_api::{VLLMServiceSpec, rules};
 
 use super::pods::CachedPod;
 
@@ -81,8 +82,11 @@ impl NodeFacts {
     }
 }
 
+/// A quantity that is a whole number (GPUs are counted, never split). Counts far below 2^53, so
+/// f64 holds them exactly.
 fn integer(q: &str) -> Option<i64> {
-    ParsedQuantity::parse(q)?.as_integer()
+    let value = ParsedQuantity::try_from(q).ok()?.to_bytes_f64()?;
+    (value.fract() == 0.0 && value.abs() < 9e15).then_some(value as i64)
 }
 
 /// The extended resources one container asks for: its requests, or its

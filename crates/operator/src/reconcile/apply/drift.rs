@@ -81,9 +81,9 @@ const QUANTITY: &str = "\0quantity";
 
 /// True when `a` and `b` are quantities of the same value ("500m" = "0.5").
 fn same_quantity(a: &str, b: &str) -> bool {
-    use vllmservice_api::quantity::ParsedQuantity;
-    match (ParsedQuantity::parse(a), ParsedQuantity::parse(b)) {
-        (Some(a), Some(b)) => a.compare(&b) == std::cmp::Ordering::Equal,
+    use kube_quantity::ParsedQuantity;
+    match (ParsedQuantity::try_from(a), ParsedQuantity::try_from(b)) {
+        (Ok(a), Ok(b)) => a == b,
         _ => false,
     }
 }
