@@ -12,8 +12,6 @@ echo "== disk: ${free_gib} GiB free under $repo" >&2
 
 echo "== cargo fmt --check" >&2
 cargo fmt --all -- --check
-echo "== kopium (generated Prometheus Operator types; first install compiles it)" >&2
-hack/gen-types.sh --install-only
 echo "== cargo clippy --all-targets -- -D warnings" >&2
 cargo clippy --workspace --all-targets -- -D warnings
 

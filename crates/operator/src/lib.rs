@@ -6,16 +6,16 @@
 //! is the pipeline of one VLLMService (`read`, `build`, `apply`, `status`);
 //! [`diagnosis`] reads vLLM and Hugging Face logs and masks secrets. Pure
 //! modules (no I/O): `reconcile::build`, `reconcile::status` (except its
-//! `write`), `diagnosis`, `names`, `cache::placement`.
+//! `write`), `diagnosis`, `names`, `cache::placement`. [`kinds`] holds the
+//! third-party kinds the operator writes.
 
 pub mod cache;
 pub mod diagnosis;
 pub mod error;
 pub mod events;
-pub mod keda;
+pub mod kinds;
 pub mod names;
 pub mod optional_apis;
-pub mod prometheus;
 pub mod rbac;
 pub mod reconcile;
 pub mod runtime;

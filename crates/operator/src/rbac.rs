@@ -431,8 +431,8 @@ mod tests {
 
     #[test]
     fn names_match_the_rust_types() {
-        use crate::keda::scaledobjects::ScaledObject;
-        use crate::prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor};
+        use crate::kinds::keda::ScaledObject;
+        use crate::kinds::prometheus::{PrometheusRule, ServiceMonitor};
         use gateway_api::apis::standard::{gateways::Gateway, httproutes::HttpRoute};
         use vllmservice_api::VLLMService;
         let cases = [

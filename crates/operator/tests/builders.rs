@@ -76,7 +76,7 @@ fn autoscaled(autoscaling: serde_json::Value) -> VLLMService {
     vs
 }
 
-fn scaledobject(vs: &VLLMService) -> vllmservice_controller::keda::scaledobjects::ScaledObject {
+fn scaledobject(vs: &VLLMService) -> vllmservice_controller::kinds::keda::ScaledObject {
     build::scaledobject(&valid(vs), build::DEFAULT_PROMETHEUS_ADDRESS).expect("autoscaling is set")
 }
 

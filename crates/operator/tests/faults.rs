@@ -45,7 +45,7 @@ use serde_json::{Value, json};
 use testkit::{PrivateCluster, TestNamespace, wait_until};
 use vllmservice_api::VLLMService;
 use vllmservice_controller::{
-    prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor},
+    kinds::prometheus::{PrometheusRule, ServiceMonitor},
     reconcile::build,
     runtime::metrics::{ErrorLabels, Metrics},
 };

@@ -9,9 +9,7 @@ use kube::{ResourceExt, api::PostParams};
 use serde_json::{Value, json};
 use testkit::wait_until;
 use vllmservice_api::VLLMService;
-use vllmservice_controller::prometheus::{
-    prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor,
-};
+use vllmservice_controller::kinds::prometheus::{PrometheusRule, ServiceMonitor};
 
 fn monitored_service(name: &str) -> Value {
     let mut body = gpu_service(name, "models");

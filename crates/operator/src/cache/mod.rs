@@ -38,9 +38,9 @@ pub use index::{NameIndex, PodIndex};
 pub use pod_logs::{LogOutcome, LogPurpose, PodLogs};
 pub use pods::CachedPod;
 
-use crate::{
-    keda::scaledobjects::ScaledObject,
-    prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor},
+use crate::kinds::{
+    keda::ScaledObject,
+    prometheus::{PrometheusRule, ServiceMonitor},
 };
 
 /// The controller's caches of children and of the objects they depend on.

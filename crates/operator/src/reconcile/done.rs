@@ -6,8 +6,10 @@ use gateway_api::apis::standard::httproutes::HttpRoute;
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Service, policy::v1::PodDisruptionBudget};
 
 use crate::{
-    keda::scaledobjects::ScaledObject,
-    prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor},
+    kinds::{
+        keda::ScaledObject,
+        prometheus::{PrometheusRule, ServiceMonitor},
+    },
     reconcile::gateway::Resolution,
 };
 

@@ -19,9 +19,11 @@ use crate::{
         hf_log::Failure,
         vllm_log::{Diagnosis, EngineInfo},
     },
-    keda::scaledobjects::ScaledObject,
+    kinds::{
+        keda::ScaledObject,
+        prometheus::{PrometheusRule, ServiceMonitor},
+    },
     optional_apis::Apis,
-    prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor},
 };
 
 /// Everything a reconcile of one VLLMService looks at.

@@ -44,10 +44,12 @@ use crate::{
     },
     error::Error,
     events,
-    keda::scaledobjects::ScaledObject,
+    kinds::{
+        keda::ScaledObject,
+        prometheus::{PrometheusRule, ServiceMonitor},
+    },
     names,
     optional_apis::Apis,
-    prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor},
     reconcile::{
         self,
         build::DEFAULT_PROMETHEUS_ADDRESS,

@@ -29,8 +29,10 @@ pub use service::service;
 pub use servicemonitor::{monitoring_labels, servicemonitor};
 
 use crate::{
-    keda::scaledobjects::ScaledObject,
-    prometheus::{prometheusrules::PrometheusRule, servicemonitors::ServiceMonitor},
+    kinds::{
+        keda::ScaledObject,
+        prometheus::{PrometheusRule, ServiceMonitor},
+    },
     reconcile::{
         gateway::{self, Resolution},
         seen::{DownloadState, Seen},

@@ -14,10 +14,8 @@ use vllmservice_api::Valid;
 
 use super::{promql, servicemonitor::monitoring_labels};
 use crate::{
+    kinds::prometheus::{PrometheusRule, PrometheusRuleSpec, Rule, RuleGroup},
     names,
-    prometheus::prometheusrules::{
-        PrometheusRule, PrometheusRuleGroups, PrometheusRuleGroupsRules, PrometheusRuleSpec,
-    },
 };
 
 struct Alert {
@@ -145,7 +143,7 @@ pub fn prometheusrule(vs: &Valid<'_>) -> Option<PrometheusRule> {
     ];
     let rules = alerts
         .into_iter()
-        .map(|alert| PrometheusRuleGroupsRules {
+        .map(|alert| Rule {
             alert: Some(alert.name.into()),
             expr: IntOrString::String(alert.expr),
             r#for: Some(alert.for_.into()),
@@ -157,7 +155,6 @@ pub fn prometheusrule(vs: &Valid<'_>) -> Option<PrometheusRule> {
                 ("summary".to_string(), alert.summary),
                 ("description".to_string(), alert.description),
             ])),
-            ..PrometheusRuleGroupsRules::default()
         })
         .collect();
     let mut metadata = names::child_meta(vs);
@@ -165,10 +162,9 @@ pub fn prometheusrule(vs: &Valid<'_>) -> Option<PrometheusRule> {
     Some(PrometheusRule {
         metadata,
         spec: PrometheusRuleSpec {
-            groups: Some(vec![PrometheusRuleGroups {
+            groups: Some(vec![RuleGroup {
                 name: format!("vllmservice.{ns}.{name}"),
                 rules: Some(rules),
-                ..PrometheusRuleGroups::default()
             }]),
         },
     })

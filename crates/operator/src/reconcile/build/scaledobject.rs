@@ -6,16 +6,15 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::autoscaling::v2::{HPAScalingRules, HorizontalPodAutoscalerBehavior};
 use kube::{Resource, ResourceExt};
 use vllmservice_api::{Autoscaling, AutoscalingMetric, VLLMService, Valid};
 
 use super::{prometheusrule::service_matchers, promql};
 use crate::{
-    keda::scaledobjects::{
-        ScaledObject, ScaledObjectAdvanced, ScaledObjectAdvancedHorizontalPodAutoscalerConfig,
-        ScaledObjectAdvancedHorizontalPodAutoscalerConfigBehavior,
-        ScaledObjectAdvancedHorizontalPodAutoscalerConfigBehaviorScaleDown,
-        ScaledObjectScaleTargetRef, ScaledObjectSpec, ScaledObjectTriggers,
+    kinds::keda::{
+        Advanced, HorizontalPodAutoscalerConfig, ScaleTargetRef, ScaledObject, ScaledObjectSpec,
+        Trigger,
     },
     names,
 };
@@ -77,7 +76,7 @@ pub fn load_query(vs: &Valid<'_>, a: &Autoscaling) -> String {
 pub fn scaledobject(vs: &Valid<'_>, default_address: &str) -> Option<ScaledObject> {
     let a = vs.spec.autoscaling.as_ref()?;
     let address = a.server_address().unwrap_or(default_address);
-    let trigger = |name: &str, query: String, threshold: String| ScaledObjectTriggers {
+    let trigger = |name: &str, query: String, threshold: String| Trigger {
         name: Some(name.into()),
         r#type: "prometheus".into(),
         metric_type: Some("AverageValue".into()),
@@ -87,7 +86,6 @@ pub fn scaledobject(vs: &Valid<'_>, default_address: &str) -> Option<ScaledObjec
             ("threshold".to_string(), threshold),
             ("activationThreshold".to_string(), "0".to_string()),
         ]),
-        ..ScaledObjectTriggers::default()
     };
     let mut triggers = vec![trigger(LOAD_TRIGGER, load_query(vs, a), a.target.clone())];
     let to_zero = scales_to_zero(a);
@@ -119,11 +117,10 @@ pub fn scaledobject(vs: &Valid<'_>, default_address: &str) -> Option<ScaledObjec
     Some(ScaledObject {
         metadata,
         spec: ScaledObjectSpec {
-            scale_target_ref: ScaledObjectScaleTargetRef {
+            scale_target_ref: ScaleTargetRef {
                 api_version: Some(VLLMService::api_version(&()).into()),
                 kind: Some(VLLMService::kind(&()).into()),
                 name: vs.name_any(),
-                ..ScaledObjectScaleTargetRef::default()
             },
             min_replica_count: Some(if a.min_replicas == 0 && !to_zero {
                 1
@@ -134,27 +131,19 @@ pub fn scaledobject(vs: &Valid<'_>, default_address: &str) -> Option<ScaledObjec
             polling_interval: Some(POLLING_INTERVAL_SECONDS),
             cooldown_period: Some(a.scale_down_stabilization_seconds),
             initial_cooldown_period: Some(a.initial_cooldown_seconds),
-            advanced: Some(ScaledObjectAdvanced {
-                horizontal_pod_autoscaler_config: Some(
-                    ScaledObjectAdvancedHorizontalPodAutoscalerConfig {
-                        name: (hpa != names::default_hpa_name(vs)).then_some(hpa),
-                        behavior: Some(ScaledObjectAdvancedHorizontalPodAutoscalerConfigBehavior {
-                            scale_down: Some(
-                                ScaledObjectAdvancedHorizontalPodAutoscalerConfigBehaviorScaleDown {
-                                    stabilization_window_seconds: Some(
-                                        a.scale_down_stabilization_seconds,
-                                    ),
-                                    ..Default::default()
-                                },
-                            ),
+            advanced: Some(Advanced {
+                horizontal_pod_autoscaler_config: Some(HorizontalPodAutoscalerConfig {
+                    name: (hpa != names::default_hpa_name(vs)).then_some(hpa),
+                    behavior: Some(HorizontalPodAutoscalerBehavior {
+                        scale_down: Some(HPAScalingRules {
+                            stabilization_window_seconds: Some(a.scale_down_stabilization_seconds),
                             ..Default::default()
                         }),
-                    },
-                ),
-                ..ScaledObjectAdvanced::default()
+                        ..Default::default()
+                    }),
+                }),
             }),
             triggers,
-            ..ScaledObjectSpec::default()
         },
         status: None,
     })

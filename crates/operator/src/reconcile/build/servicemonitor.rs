@@ -4,15 +4,13 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use vllmservice_api::{VLLMService, Valid};
 
 use super::deployment::PORT_NAME;
 use crate::{
+    kinds::prometheus::{Endpoint, NamespaceSelector, ServiceMonitor, ServiceMonitorSpec},
     names,
-    prometheus::servicemonitors::{
-        ServiceMonitor, ServiceMonitorEndpoints, ServiceMonitorNamespaceSelector,
-        ServiceMonitorSelector, ServiceMonitorSpec,
-    },
 };
 
 /// Labels of the monitoring objects: `spec.labels`, then `monitoring.labels`
@@ -36,22 +34,18 @@ pub fn servicemonitor(vs: &Valid<'_>) -> Option<ServiceMonitor> {
     Some(ServiceMonitor {
         metadata,
         spec: ServiceMonitorSpec {
-            endpoints: vec![ServiceMonitorEndpoints {
+            endpoints: vec![Endpoint {
                 port: Some(PORT_NAME.into()),
                 path: Some(m.path.clone()),
                 interval: Some(m.interval.clone()),
-                ..ServiceMonitorEndpoints::default()
             }],
-            selector: ServiceMonitorSelector {
+            selector: LabelSelector {
                 match_labels: Some(names::selector_labels(vs)),
-                ..ServiceMonitorSelector::default()
+                ..LabelSelector::default()
             },
-            namespace_selector: Some(ServiceMonitorNamespaceSelector {
+            namespace_selector: Some(NamespaceSelector {
                 match_names: Some(vec![vs.metadata.namespace.clone().unwrap_or_default()]),
-                ..ServiceMonitorNamespaceSelector::default()
             }),
-            ..ServiceMonitorSpec::default()
         },
-        status: None,
     })
 }

@@ -6,7 +6,7 @@ use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use vllmservice_api::{Autoscaling, Valid};
 
 use crate::{
-    keda::scaledobjects::{ScaledObject, ScaledObjectStatusConditions},
+    kinds::keda::{Condition, ScaledObject},
     names, optional_apis,
     reconcile::{
         build::scaledobject::scales_to_zero,
@@ -142,10 +142,7 @@ fn scope(a: &Autoscaling) -> String {
     )
 }
 
-fn keda_condition<'a>(
-    so: &'a ScaledObject,
-    type_: &str,
-) -> Option<&'a ScaledObjectStatusConditions> {
+fn keda_condition<'a>(so: &'a ScaledObject, type_: &str) -> Option<&'a Condition> {
     so.status
         .as_ref()?
         .conditions
