@@ -79,7 +79,7 @@ struct Args {
     /// Give up on convergence after this many seconds (default 180 + 0.6 s per service).
     #[arg(long)]
     timeout_seconds: Option<u64>,
-    /// The operator binary (built as it ships: `cargo build --profile dist -p vllmservice-operator`).
+    /// The operator binary (the image's profile on this machine's glibc target: `cargo build --profile dist -p vllmservice-operator`).
     #[arg(long, default_value = "target/dist/vllmservice-operator")]
     operator_bin: PathBuf,
     /// An extra argument for `vllmservice-operator run` (repeatable), e.g.

@@ -29,7 +29,11 @@ use kube::{
     core::DynamicObject,
 };
 use serde_json::{Value, json};
-use testkit::{TestNamespace, stdout_of};
+use testkit::{
+    TestNamespace,
+    pod_security::{assert_restricted, enforce_restricted},
+    stdout_of,
+};
 
 const IMAGE_REPOSITORY: &str = "localhost/vllmservice-operator";
 const IMAGE_TAG: &str = "dev";
@@ -38,10 +42,9 @@ const WAIT: Duration = Duration::from_secs(120);
 
 /// `hack/tools/helm.sh ARGS` against the shared cluster.
 fn helm(args: &[&str]) -> Output {
-    Command::new(testkit::repo_root().join("hack/tools/helm.sh"))
+    testkit::helm()
         .args(args)
         .env("KUBECONFIG", testkit::cluster().kubeconfig())
-        .current_dir(testkit::repo_root())
         .output()
         .expect("run hack/tools/helm.sh")
 }
@@ -54,36 +57,6 @@ fn require_operator_image() {
         .output()
         .expect("run cluster.sh load-images");
     stdout_of("hack/cluster/cluster.sh load-images", out);
-}
-
-/// Labels `ns` to enforce the restricted Pod Security Standard and checks that
-/// the API server does: a pod without a security context is refused.
-fn enforce_restricted(ns: &str) {
-    testkit::kubectl_ok(&[
-        "label",
-        "namespace",
-        ns,
-        "pod-security.kubernetes.io/enforce=restricted",
-        "--overwrite",
-    ]);
-    assert_restricted(ns);
-}
-
-fn assert_restricted(ns: &str) {
-    let out = testkit::kubectl(&[
-        "-n",
-        ns,
-        "run",
-        "unconfined",
-        "--image=localhost/busybox:dev",
-        "--dry-run=server",
-    ]);
-    assert!(
-        !out.status.success()
-            && String::from_utf8_lossy(&out.stderr).contains("violates PodSecurity"),
-        "namespace {ns} does not enforce restricted: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// Waits until the Deployment's `replicas` pods are Ready, failing at once with

@@ -7,10 +7,9 @@
 //! log a secret value.
 
 use std::{
-    fs::File,
     io::Write as _,
     path::PathBuf,
-    process::{Child, Command, Stdio},
+    process::Command,
     time::{Duration, Instant},
 };
 
@@ -27,6 +26,7 @@ use kube::{
     api::{Patch, PatchParams, PostParams},
 };
 use testkit::TestNamespace;
+use testkit::process::{Process, free_local_addr, http_get};
 use vllmservice_api::VLLMService;
 
 const BIN: &str = env!("CARGO_BIN_EXE_vllmservice-operator");
@@ -37,24 +37,15 @@ const LEASE_SECONDS: u64 = 6;
 /// One operator process; killed (SIGKILL) when dropped.
 struct OperatorProcess {
     name: String,
-    child: Child,
     metrics: String,
-    log: PathBuf,
+    process: Process,
 }
 
 impl OperatorProcess {
     fn start(name: &str, ns: &str, lease: &str) -> OperatorProcess {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let metrics = format!("127.0.0.1:{port}");
-        let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("leader-election-{ns}-{name}.log"));
-        let out = File::create(&log).expect("create the log file");
-        let err = out.try_clone().expect("clone the log file");
-        let child = Command::new(BIN)
-            .args(["run", "--watch-namespace", ns])
+        let metrics = free_local_addr();
+        let mut cmd = Command::new(BIN);
+        cmd.args(["run", "--watch-namespace", ns])
             .args(["--leader-election-namespace", ns])
             .args(["--leader-election-lease-name", lease])
             .args([
@@ -66,41 +57,20 @@ impl OperatorProcess {
             .args(["--instance", name])
             .env("KUBECONFIG", testkit::cluster().kubeconfig())
             // Debug logs too: more places a secret could slip into.
-            .env("RUST_LOG", "info,vllmservice_controller=debug")
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .expect("start the operator binary");
+            .env("RUST_LOG", "info,vllmservice_controller=debug");
+        let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("leader-election-{ns}-{name}.log"));
         OperatorProcess {
             name: name.into(),
-            child,
             metrics,
-            log,
+            process: Process::spawn(cmd, log),
         }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
     }
 
     /// The body of `/metrics`, once the process serves it.
     async fn scrape(&self) -> Option<String> {
-        let addr = self.metrics.clone();
-        tokio::task::spawn_blocking(move || {
-            use std::io::Read;
-            let mut stream = std::net::TcpStream::connect(&addr).ok()?;
-            stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-            stream
-                .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-                .ok()?;
-            let mut response = String::new();
-            stream.read_to_string(&mut response).ok()?;
-            let (head, body) = response.split_once("\r\n\r\n")?;
-            head.starts_with("HTTP/1.1 200").then(|| body.to_string())
-        })
-        .await
-        .ok()?
+        let (code, body) = http_get(&self.metrics, "/metrics").await?;
+        (code == 200).then_some(body)
     }
 
     /// `vllmservice_operator_leader` (None while /metrics is not served).
@@ -127,43 +97,21 @@ impl OperatorProcess {
     }
 
     fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        self.process.log()
     }
 
     fn log_tail(&self) -> String {
-        let text = self.log_text();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(30)..].join("\n")
+        self.process.log_tail(30)
     }
 
     /// Sends SIGTERM (graceful shutdown).
     fn terminate(&self) {
-        let status = Command::new("kill")
-            .args(["-TERM", &self.pid().to_string()])
-            .status()
-            .expect("run kill");
-        assert!(status.success(), "kill -TERM {} failed", self.pid());
+        self.process.terminate()
     }
 
     /// Waits up to `timeout` for the process to exit; its exit status.
     async fn exited(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Some(status);
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
-impl Drop for OperatorProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.process.exited(timeout).await
     }
 }
 
@@ -182,7 +130,14 @@ where
         if Instant::now() >= deadline {
             let logs: Vec<String> = procs
                 .iter()
-                .map(|p| format!("--- {} ({}):\n{}", p.name, p.log.display(), p.log_tail()))
+                .map(|p| {
+                    format!(
+                        "--- {} ({}):\n{}",
+                        p.name,
+                        p.process.log_path().display(),
+                        p.log_tail()
+                    )
+                })
                 .collect();
             panic!(
                 "timed out after {WAIT:?} waiting for {what}\n{}",
@@ -323,7 +278,7 @@ impl Setup {
                     !log.contains(value.as_str()),
                     "{} logged {what} ({})",
                     p.name,
-                    p.log.display()
+                    p.process.log_path().display()
                 );
             }
         }
@@ -427,7 +382,7 @@ async fn killed_leader_is_replaced_and_the_pending_change_converges() {
     let (mut a, b) = two_replicas_one_leader(&setup).await;
 
     let t0 = Instant::now();
-    a.child.kill().expect("SIGKILL the leader");
+    a.process.kill().expect("SIGKILL the leader");
     a.exited(Duration::from_secs(10))
         .await
         .expect("the killed leader exits");

@@ -13,9 +13,8 @@
 //!   `/healthz` is 200 meanwhile.
 
 use std::{
-    fs::File,
     path::PathBuf,
-    process::{Child, Command, Stdio},
+    process::Command,
     time::{Duration, Instant},
 };
 
@@ -26,6 +25,7 @@ use kube::{
 };
 use serde_json::json;
 use testkit::TestNamespace;
+use testkit::process::{Process, free_local_addr, http_get};
 use vllmservice_api::VLLMService;
 use vllmservice_controller::rbac::{self, Rule};
 
@@ -33,25 +33,16 @@ const BIN: &str = env!("CARGO_BIN_EXE_vllmservice-operator");
 const WAIT: Duration = Duration::from_secs(60);
 
 /// One operator process with its log; killed when dropped.
-struct Process {
-    child: Child,
+struct Operator {
     addr: String,
-    log: PathBuf,
+    process: Process,
 }
 
-impl Process {
-    fn start(name: &str, kubeconfig: &std::path::Path, ns: &str, lease: &str) -> Process {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let addr = format!("127.0.0.1:{port}");
-        let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("least-privilege-{ns}-{name}.log"));
-        let out = File::create(&log).expect("create the log file");
-        let err = out.try_clone().unwrap();
-        let child = Command::new(BIN)
-            .args(["run", "--watch-namespace", ns])
+impl Operator {
+    fn start(name: &str, kubeconfig: &std::path::Path, ns: &str, lease: &str) -> Operator {
+        let addr = free_local_addr();
+        let mut cmd = Command::new(BIN);
+        cmd.args(["run", "--watch-namespace", ns])
             .args(["--leader-election-namespace", ns])
             .args(["--leader-election-lease-name", lease])
             .args(["--leader-election-lease-duration-seconds", "6"])
@@ -59,73 +50,36 @@ impl Process {
             .args(["--metrics-addr", &addr])
             .args(["--instance", name])
             .env("KUBECONFIG", kubeconfig)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .expect("start the operator binary");
-        Process { child, addr, log }
+            .env("RUST_LOG", "info");
+        let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("least-privilege-{ns}-{name}.log"));
+        Operator {
+            addr,
+            process: Process::spawn(cmd, log),
+        }
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        self.process.log()
     }
 
     /// (status, body) of `GET path`, None while nothing answers.
     async fn get(&self, path: &str) -> Option<(u16, String)> {
-        http_get(self.addr.clone(), path).await
+        http_get(&self.addr, path).await
     }
 
     fn terminate(&self) {
-        let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
+        self.process.terminate()
     }
 
     async fn exited(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Some(status);
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        None
+        self.process.exited(timeout).await
     }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn http_get(addr: String, path: &str) -> Option<(u16, String)> {
-    let path = path.to_string();
-    tokio::task::spawn_blocking(move || {
-        use std::io::{Read, Write};
-        let mut stream = std::net::TcpStream::connect(&addr).ok()?;
-        stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-        let request =
-            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
-        stream.write_all(request.as_bytes()).ok()?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response).ok()?;
-        let (head, body) = response.split_once("\r\n\r\n")?;
-        let code = head.split(' ').nth(1)?.parse().ok()?;
-        Some((code, body.to_string()))
-    })
-    .await
-    .ok()?
 }
 
 /// Polls `check` every 100 ms until Some, or panics after `WAIT` with `what`
 /// and the log of `p`.
-async fn wait<T, Fut>(what: &str, p: &Process, mut check: impl FnMut() -> Fut) -> T
+async fn wait<T, Fut>(what: &str, p: &Operator, mut check: impl FnMut() -> Fut) -> T
 where
     Fut: std::future::Future<Output = Option<T>>,
 {
@@ -137,7 +91,7 @@ where
         assert!(
             Instant::now() < deadline,
             "timed out waiting for {what}; log {}:\n{}",
-            p.log.display(),
+            p.process.log_path().display(),
             p.log()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -292,7 +246,7 @@ fn refusals(log: &str) -> Vec<&str> {
         .collect()
 }
 
-async fn metric(p: &Process, prefix: &str) -> Option<f64> {
+async fn metric(p: &Operator, prefix: &str) -> Option<f64> {
     let (code, body) = p.get("/metrics").await?;
     (code == 200).then_some(())?;
     Some(
@@ -309,14 +263,14 @@ async fn the_watch_namespace_rbac_is_enough_with_leader_election() {
     let ns = setup.ns.name.clone();
     setup.bound_pvc().await;
     let lease = "leader";
-    let a = Process::start("a", &setup.kubeconfig, &ns, lease);
+    let a = Operator::start("a", &setup.kubeconfig, &ns, lease);
     wait("a to lead and be ready", &a, || async {
         let leader = metric(&a, "vllmservice_operator_leader ").await?;
         let (code, body) = a.get("/readyz").await?;
         (leader == 1.0 && code == 200 && body.trim() == "ok").then_some(())
     })
     .await;
-    let b = Process::start("b", &setup.kubeconfig, &ns, lease);
+    let b = Operator::start("b", &setup.kubeconfig, &ns, lease);
     let (code, body) = wait("b to answer /readyz", &b, || async {
         b.get("/readyz").await
     })
@@ -402,8 +356,8 @@ async fn every_lease_verb_is_needed() {
         let ns = setup.ns.name.clone();
         // Two replicas: the leader stops watching the Lease once it holds it, the
         // follower keeps watching it (list, watch) to take over at once.
-        let a = Process::start("a", &setup.kubeconfig, &ns, "leader");
-        let b = Process::start("b", &setup.kubeconfig, &ns, "leader");
+        let a = Operator::start("a", &setup.kubeconfig, &ns, "leader");
+        let b = Operator::start("b", &setup.kubeconfig, &ns, "leader");
         let wanted = format!("cannot {verb} resource \\\"{resource}\\\"");
         let wanted_plain = format!("cannot {verb} resource \"{resource}\"");
         let deadline = Instant::now() + Duration::from_secs(45);
@@ -453,23 +407,15 @@ async fn readyz_is_503_while_the_caches_cannot_sync() {
         "apiVersion: v1\nkind: Config\nclusters:\n- name: none\n  cluster: {server: 'https://127.0.0.1:1', insecure-skip-tls-verify: true}\nusers:\n- name: none\n  user: {token: none}\ncontexts:\n- name: none\n  context: {cluster: none, user: none}\ncurrent-context: none\n",
     )
     .unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
-    let log = dir.join(format!("unreachable-{port}.log"));
-    let out = File::create(&log).unwrap();
-    let mut child = Command::new(BIN)
-        .args(["run", "--watch-namespace", "none", "--metrics-addr", &addr])
-        .env("KUBECONFIG", &kubeconfig)
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .spawn()
-        .unwrap();
+    let addr = free_local_addr();
+    let log = dir.join(format!("unreachable-{}.log", addr.replace(':', "-")));
+    let mut cmd = Command::new(BIN);
+    cmd.args(["run", "--watch-namespace", "none", "--metrics-addr", &addr])
+        .env("KUBECONFIG", &kubeconfig);
+    let operator = Process::spawn(cmd, log);
     let deadline = Instant::now() + WAIT;
     let healthz = loop {
-        if let Some(r) = http_get(addr.clone(), "/healthz").await {
+        if let Some(r) = http_get(&addr, "/healthz").await {
             break r;
         }
         assert!(Instant::now() < deadline, "no /healthz");
@@ -477,12 +423,11 @@ async fn readyz_is_503_while_the_caches_cannot_sync() {
     };
     // Several looks: it stays not ready.
     for _ in 0..5 {
-        let (code, body) = http_get(addr.clone(), "/readyz").await.unwrap();
+        let (code, body) = http_get(&addr, "/readyz").await.unwrap();
         assert_eq!(code, 503, "{body}");
         assert!(body.starts_with("not ready"), "{body}");
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     assert_eq!(healthz.0, 200, "{}", healthz.1);
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(operator);
 }

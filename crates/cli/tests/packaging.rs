@@ -3,7 +3,7 @@
 //! `deploy/install.yaml` are admitted by a namespace that enforces the
 //! restricted Pod Security Standard on the local cluster.
 
-use std::{path::PathBuf, process::Command, time::Duration};
+use std::{process::Command, time::Duration};
 
 use k8s_openapi::api::{
     apps::v1::{Deployment, ReplicaSet},
@@ -11,17 +11,18 @@ use k8s_openapi::api::{
     rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
 };
 use kube::{Api, api::ListParams, core::DynamicObject};
-use testkit::{TestNamespace, stdout_of};
+use testkit::{
+    TestNamespace,
+    pod_security::{assert_restricted, enforce_restricted},
+    stdout_of,
+};
 
 const BIN: &str = env!("CARGO_BIN_EXE_vllmservice-operator");
 const CHART: &str = "charts/vllmservice-operator";
 
-fn repo(relative: &str) -> PathBuf {
-    testkit::repo_root().join(relative)
-}
-
 fn read(relative: &str) -> String {
-    std::fs::read_to_string(repo(relative)).unwrap_or_else(|e| panic!("reading {relative}: {e}"))
+    std::fs::read_to_string(testkit::repo_path(relative))
+        .unwrap_or_else(|e| panic!("reading {relative}: {e}"))
 }
 
 fn operator(args: &[&str]) -> String {
@@ -34,9 +35,8 @@ fn operator(args: &[&str]) -> String {
 
 /// `hack/tools/helm.sh ARGS` (builds helm from its Go module once per machine).
 fn helm(args: &[&str]) -> String {
-    let out = Command::new(repo("hack/tools/helm.sh"))
+    let out = testkit::helm()
         .args(args)
-        .current_dir(testkit::repo_root())
         .output()
         .expect("run hack/tools/helm.sh");
     stdout_of(&format!("helm {}", args.join(" ")), out)
@@ -130,7 +130,7 @@ fn checked_in_rbac_matches_generated() {
 
 #[test]
 fn install_yaml_and_chart_are_generated_from_config() {
-    let out = Command::new(repo("hack/gen-install.sh"))
+    let out = Command::new(testkit::repo_path("hack/gen-install.sh"))
         .arg("--check")
         .output()
         .expect("run hack/gen-install.sh");
@@ -332,7 +332,7 @@ fn helm_template_renders_the_values() {
     assert!(args.contains(&"--watch-namespace=team-a".to_string()));
 
     // Several replicas without leader election would all write: refused.
-    let out = Command::new(repo("hack/tools/helm.sh"))
+    let out = Command::new(testkit::repo_path("hack/tools/helm.sh"))
         .args([
             "template",
             "ops",
@@ -348,41 +348,6 @@ fn helm_template_renders_the_values() {
 }
 
 // ---- restricted Pod Security admission ----------------------------------------
-
-/// Labels `ns` to enforce the restricted Pod Security Standard and checks that
-/// it does: a pod without a security context is refused.
-fn enforce_restricted(ns: &str) {
-    testkit::kubectl_ok(&[
-        "label",
-        "namespace",
-        ns,
-        "pod-security.kubernetes.io/enforce=restricted",
-        "--overwrite",
-    ]);
-    assert_restricted(ns);
-}
-
-fn assert_restricted(ns: &str) {
-    let labels = testkit::kubectl_ok(&["get", "namespace", ns, "--show-labels"]);
-    assert!(
-        labels.contains("pod-security.kubernetes.io/enforce=restricted"),
-        "{labels}"
-    );
-    let out = testkit::kubectl(&[
-        "-n",
-        ns,
-        "run",
-        "unconfined",
-        "--image=busybox",
-        "--dry-run=server",
-    ]);
-    assert!(
-        !out.status.success()
-            && String::from_utf8_lossy(&out.stderr).contains("violates PodSecurity"),
-        "namespace {ns} does not enforce restricted: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// Waits until the Deployment `name` in `ns` has all its pods created, and
 /// fails with the ReplicaSet's FailedCreate events (e.g. Pod Security) if not.
@@ -535,7 +500,7 @@ async fn install_yaml_installs_into_a_restricted_namespace() {
     }
     let _uninstall = Uninstall;
     let install = read("deploy/install.yaml");
-    let path = repo("deploy/install.yaml");
+    let path = testkit::repo_path("deploy/install.yaml");
     let applied = stdout_of(
         "kubectl apply -f deploy/install.yaml",
         testkit::kubectl(&["apply", "-f", path.to_str().unwrap()]),

@@ -5,6 +5,8 @@
 
 pub mod load;
 pub mod metrics_pipeline;
+pub mod pod_security;
+pub mod process;
 
 pub use metrics_pipeline::{Pipeline, Signal, autoscaling};
 
@@ -29,6 +31,20 @@ pub fn repo_root() -> PathBuf {
         .join("../..")
         .canonicalize()
         .expect("repository root exists")
+}
+
+/// A path relative to the repository root.
+pub fn repo_path(relative: &str) -> PathBuf {
+    repo_root().join(relative)
+}
+
+/// `hack/tools/helm.sh` (helm, built from its Go module once per machine),
+/// run from the repository root; the caller adds the arguments (and, for a
+/// cluster, `KUBECONFIG`).
+pub fn helm() -> Command {
+    let mut cmd = Command::new(repo_path("hack/tools/helm.sh"));
+    cmd.current_dir(repo_root());
+    cmd
 }
 
 /// The local cluster every test of this run shares.

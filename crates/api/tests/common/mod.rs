@@ -6,12 +6,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 use serde_json::Value;
 
-/// A path relative to the repository root.
-pub fn repo_path(relative: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(relative)
-}
+pub use testkit::repo_path;
 
 /// A YAML file of the repository as JSON.
 pub fn read_yaml(relative: &str) -> Value {
