@@ -15,8 +15,15 @@ pub fn crd_yaml() -> String {
 /// The ClusterRole and the leader-election Role, as checked in at `config/rbac/role.yaml`.
 pub fn rbac_yaml(namespace: &str) -> anyhow::Result<String> {
     use vllmservice_controller::rbac;
-    let cluster_role = serde_saphyr::to_string(&rbac::cluster_role())?;
-    let role = serde_saphyr::to_string(&rbac::leader_election_role(namespace))?;
+    let cluster_role = serde_saphyr::to_string(&rbac::cluster_role(
+        rbac::CLUSTER_ROLE_NAME,
+        rbac::CLUSTER_RULES,
+    ))?;
+    let role = serde_saphyr::to_string(&rbac::role(
+        rbac::LEADER_ELECTION_ROLE_NAME,
+        namespace,
+        rbac::LEADER_ELECTION_RULES,
+    ))?;
     Ok(format!(
         "# Generated from crates/operator/src/rbac.rs by vllmservice-operator; do not edit.\n\
          # Regenerate with: cargo run -p vllmservice-operator -- rbac > config/rbac/role.yaml\n\

@@ -150,11 +150,7 @@ impl Setup {
             String::from_utf8_lossy(&out.stderr)
         );
         if lease_rules != rbac::LEADER_ELECTION_RULES {
-            let role = rbac::leader_election_role_from(
-                rbac::LEADER_ELECTION_ROLE_NAME,
-                &ns.name,
-                lease_rules,
-            );
+            let role = rbac::role(rbac::LEADER_ELECTION_ROLE_NAME, &ns.name, lease_rules);
             let mut role = serde_json::to_value(role).unwrap();
             role["apiVersion"] = json!("rbac.authorization.k8s.io/v1");
             role["kind"] = json!("Role");

@@ -16,6 +16,7 @@ use testkit::{
     pod_security::{assert_restricted, enforce_restricted},
     stdout_of,
 };
+use vllmservice_controller::rbac;
 
 const BIN: &str = env!("CARGO_BIN_EXE_vllmservice-operator");
 const CHART: &str = "charts/vllmservice-operator";
@@ -91,11 +92,18 @@ fn checked_in_rbac_matches_generated() {
     );
     // And it is what the library builds.
     let role: ClusterRole = only(&generated, "ClusterRole");
-    assert_eq!(role, vllmservice_controller::rbac::cluster_role());
+    assert_eq!(
+        role,
+        rbac::cluster_role(rbac::CLUSTER_ROLE_NAME, rbac::CLUSTER_RULES)
+    );
     let lease: Role = only(&generated, "Role");
     assert_eq!(
         lease,
-        vllmservice_controller::rbac::leader_election_role("vllmservice-system")
+        rbac::role(
+            rbac::LEADER_ELECTION_ROLE_NAME,
+            "vllmservice-system",
+            rbac::LEADER_ELECTION_RULES
+        )
     );
     let other: Role = only(&operator(&["rbac", "--namespace", "ops"]), "Role");
     assert_eq!(other.metadata.namespace.as_deref(), Some("ops"));
@@ -208,13 +216,18 @@ fn helm_template_renders_the_values() {
     let role: ClusterRole = only(&default, "ClusterRole");
     assert_eq!(
         role.rules,
-        vllmservice_controller::rbac::cluster_role().rules
+        rbac::cluster_role(rbac::CLUSTER_ROLE_NAME, rbac::CLUSTER_RULES).rules
     );
     let lease: Role = only(&default, "Role");
     assert_eq!(lease.metadata.namespace.as_deref(), Some("ops"));
     assert_eq!(
         lease.rules,
-        vllmservice_controller::rbac::leader_election_role("ops").rules
+        rbac::role(
+            rbac::LEADER_ELECTION_ROLE_NAME,
+            "ops",
+            rbac::LEADER_ELECTION_RULES
+        )
+        .rules
     );
     let deployment: Deployment = only(&default, "Deployment");
     let spec = deployment.spec.unwrap();
@@ -297,7 +310,11 @@ fn helm_template_renders_the_values() {
     let crds: ClusterRole = only(&watch, "ClusterRole");
     assert_eq!(
         crds.rules,
-        vllmservice_controller::rbac::crd_cluster_role().rules
+        rbac::cluster_role(
+            rbac::CRD_CLUSTER_ROLE_NAME,
+            rbac::scoped(rbac::CLUSTER_RULES, rbac::Scope::Cluster)
+        )
+        .rules
     );
     let roles: Vec<Role> = documents(&watch)
         .iter()
@@ -310,7 +327,12 @@ fn helm_template_renders_the_values() {
         .expect("a Role in the watched namespace");
     assert_eq!(
         operator_role.rules,
-        vllmservice_controller::rbac::namespaced_role("team-a").rules
+        rbac::role(
+            rbac::CLUSTER_ROLE_NAME,
+            "team-a",
+            rbac::scoped(rbac::CLUSTER_RULES, rbac::Scope::Namespaced)
+        )
+        .rules
     );
     let bindings: Vec<RoleBinding> = documents(&watch)
         .iter()

@@ -10,7 +10,7 @@
 //! Two ways to grant them:
 //! - cluster-wide (all namespaces): [`cluster_role`] bound by a ClusterRoleBinding;
 //! - one watched namespace (`run --watch-namespace NS`): [`namespaced_role`] in
-//!   `NS` for the [`Scope::Namespaced`] rules, and the small [`crd_cluster_role`]
+//!   `NS` for the [`Scope::Namespaced`] rules, and the small [`CRD_CLUSTER_ROLE_NAME`] ClusterRole
 //!   for the [`Scope::Cluster`] ones (CRDs are cluster-scoped); see [`watch_namespace`].
 //!
 //! Leader election always needs [`leader_election_role`] in the operator's own namespace.
@@ -231,13 +231,8 @@ fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {
     }
 }
 
-/// The ClusterRole `vllmservice-operator` with every rule of [`CLUSTER_RULES`].
-pub fn cluster_role() -> ClusterRole {
-    cluster_role_from(CLUSTER_ROLE_NAME, CLUSTER_RULES)
-}
-
-/// A ClusterRole named `name` with `rules` (tests use it to grant a subset).
-pub fn cluster_role_from(name: &str, rules: &[Rule]) -> ClusterRole {
+/// A ClusterRole named `name` with `rules` (tests grant subsets this way).
+pub fn cluster_role<'a>(name: &str, rules: impl IntoIterator<Item = &'a Rule>) -> ClusterRole {
     ClusterRole {
         metadata: meta(name, None),
         rules: Some(policy_rules(rules)),
@@ -245,50 +240,17 @@ pub fn cluster_role_from(name: &str, rules: &[Rule]) -> ClusterRole {
     }
 }
 
-/// The ClusterRole `vllmservice-operator-crds`: the [`Scope::Cluster`] rules of
-/// [`CLUSTER_RULES`] only, for watch-namespace mode.
-pub fn crd_cluster_role() -> ClusterRole {
-    crd_cluster_role_from(CRD_CLUSTER_ROLE_NAME, CLUSTER_RULES)
-}
-
-/// A ClusterRole named `name` with the [`Scope::Cluster`] rules of `rules`.
-pub fn crd_cluster_role_from(name: &str, rules: &[Rule]) -> ClusterRole {
-    ClusterRole {
-        metadata: meta(name, None),
-        rules: Some(policy_rules(
-            rules.iter().filter(|r| r.scope == Scope::Cluster),
-        )),
-        ..ClusterRole::default()
-    }
-}
-
-/// The Role `vllmservice-operator` in the watched `namespace`: the
-/// [`Scope::Namespaced`] rules of [`CLUSTER_RULES`].
-pub fn namespaced_role(namespace: &str) -> Role {
-    namespaced_role_from(CLUSTER_ROLE_NAME, namespace, CLUSTER_RULES)
-}
-
-/// A Role named `name` in `namespace` with the [`Scope::Namespaced`] rules of `rules`.
-pub fn namespaced_role_from(name: &str, namespace: &str, rules: &[Rule]) -> Role {
-    Role {
-        metadata: meta(name, Some(namespace)),
-        rules: Some(policy_rules(
-            rules.iter().filter(|r| r.scope == Scope::Namespaced),
-        )),
-    }
-}
-
-/// The Role for leader-election Leases in `namespace` (the operator's own).
-pub fn leader_election_role(namespace: &str) -> Role {
-    leader_election_role_from(LEADER_ELECTION_ROLE_NAME, namespace, LEADER_ELECTION_RULES)
-}
-
-/// A leader-election Role named `name` in `namespace` with `rules`.
-pub fn leader_election_role_from(name: &str, namespace: &str, rules: &[Rule]) -> Role {
+/// A Role named `name` in `namespace` with `rules`.
+pub fn role<'a>(name: &str, namespace: &str, rules: impl IntoIterator<Item = &'a Rule>) -> Role {
     Role {
         metadata: meta(name, Some(namespace)),
         rules: Some(policy_rules(rules)),
     }
+}
+
+/// The rules of `rules` whose grant has this `scope`.
+pub fn scoped(rules: &[Rule], scope: Scope) -> impl Iterator<Item = &Rule> {
+    rules.iter().filter(move |r| r.scope == scope)
 }
 
 fn subject(service_account: &str, namespace: &str) -> Vec<Subject> {
@@ -361,14 +323,18 @@ pub struct WatchNamespace {
 pub fn watch_namespace(operator_namespace: &str, watch_namespace: &str) -> WatchNamespace {
     let crd_binding_name = format!("{CRD_CLUSTER_ROLE_NAME}-{operator_namespace}");
     WatchNamespace {
-        crd_role: crd_cluster_role(),
+        crd_role: cluster_role(CRD_CLUSTER_ROLE_NAME, scoped(CLUSTER_RULES, Scope::Cluster)),
         crd_binding: cluster_role_binding(
             &crd_binding_name,
             CRD_CLUSTER_ROLE_NAME,
             SERVICE_ACCOUNT_NAME,
             operator_namespace,
         ),
-        role: namespaced_role(watch_namespace),
+        role: role(
+            CLUSTER_ROLE_NAME,
+            watch_namespace,
+            scoped(CLUSTER_RULES, Scope::Namespaced),
+        ),
         role_binding: role_binding(
             CLUSTER_ROLE_NAME,
             watch_namespace,
@@ -376,7 +342,11 @@ pub fn watch_namespace(operator_namespace: &str, watch_namespace: &str) -> Watch
             SERVICE_ACCOUNT_NAME,
             operator_namespace,
         ),
-        lease_role: leader_election_role(operator_namespace),
+        lease_role: role(
+            LEADER_ELECTION_ROLE_NAME,
+            operator_namespace,
+            LEADER_ELECTION_RULES,
+        ),
         lease_binding: role_binding(
             LEADER_ELECTION_ROLE_NAME,
             operator_namespace,
@@ -559,13 +529,13 @@ mod tests {
                 );
             }
         }
-        let role = leader_election_role("ns");
+        let role = role(LEADER_ELECTION_ROLE_NAME, "ns", LEADER_ELECTION_RULES);
         assert_eq!(role.metadata.namespace.as_deref(), Some("ns"));
     }
 
     #[test]
     fn cluster_role_has_one_policy_rule_per_rule() {
-        let role = cluster_role();
+        let role = cluster_role(CLUSTER_ROLE_NAME, CLUSTER_RULES);
         assert_eq!(role.metadata.name.as_deref(), Some(CLUSTER_ROLE_NAME));
         let rules = role.rules.unwrap();
         assert_eq!(rules.len(), CLUSTER_RULES.len());

@@ -160,7 +160,7 @@ impl RbacEnv {
         let gpu_accounting = matches!(grant, Grant::ClusterWide(_));
         let rules = match grant {
             Grant::ClusterWide(rules) => {
-                let role = rbac::cluster_role_from(&role_name, rules);
+                let role = rbac::cluster_role(&role_name, rules);
                 Api::<ClusterRole>::all(admin.clone())
                     .create(&PostParams::default(), &role)
                     .await
@@ -168,7 +168,7 @@ impl RbacEnv {
                 rules
             }
             Grant::WatchNamespace(rules) => {
-                let role = rbac::namespaced_role_from(&role_name, &ns.name, rules);
+                let role = rbac::role(&role_name, &ns.name, rbac::scoped(rules, Scope::Namespaced));
                 Api::<Role>::namespaced(admin.clone(), &ns.name)
                     .create(&PostParams::default(), &role)
                     .await
@@ -178,7 +178,7 @@ impl RbacEnv {
                     .create(&PostParams::default(), &binding)
                     .await
                     .expect("create the RoleBinding");
-                let crds = rbac::crd_cluster_role_from(&role_name, rules);
+                let crds = rbac::cluster_role(&role_name, rbac::scoped(rules, Scope::Cluster));
                 Api::<ClusterRole>::all(admin.clone())
                     .create(&PostParams::default(), &crds)
                     .await
@@ -445,7 +445,7 @@ async fn a_missing_rule_is_reported_as_forbidden_without_a_crash() {
     );
 
     // Granting the missing rule heals it without touching the VLLMService.
-    let full = rbac::cluster_role_from(&t.role_name, rbac::CLUSTER_RULES);
+    let full = rbac::cluster_role(&t.role_name, rbac::CLUSTER_RULES);
     Api::<ClusterRole>::all(env.client.clone())
         .replace(&t.role_name, &PostParams::default(), &full)
         .await

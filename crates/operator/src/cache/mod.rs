@@ -76,6 +76,7 @@ pub struct Caches {
 
 /// One watch cache: the store, whether it holds a complete list yet, and why
 /// not when its watch fails (e.g. a missing RBAC rule).
+#[derive(Clone)]
 pub struct Cache<K>
 where
     K: Resource + Clone + 'static,
@@ -84,20 +85,6 @@ where
     pub store: Store<K>,
     ready: watch::Receiver<bool>,
     last_error: Arc<Mutex<Option<String>>>,
-}
-
-impl<K> Clone for Cache<K>
-where
-    K: Resource + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    fn clone(&self) -> Self {
-        Cache {
-            store: self.store.clone(),
-            ready: self.ready.clone(),
-            last_error: self.last_error.clone(),
-        }
-    }
 }
 
 /// The writing side of a [`Cache`]'s readiness, held by its watch.

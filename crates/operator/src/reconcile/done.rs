@@ -14,13 +14,14 @@ use crate::{
 };
 
 /// What the apply step left of one child.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub enum Outcome<K> {
     /// Ours, as it is now (created, updated or unchanged).
     Live(K),
     /// A same-named object someone else controls; not touched.
     Foreign,
     /// Not wanted, and none of ours exists (any more).
+    #[default]
     Absent,
     /// Its API is not installed.
     Untouched,
@@ -43,7 +44,7 @@ impl<K> Outcome<K> {
 }
 
 /// What the apply step did to every child.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Done {
     /// Where `spec.gatewayRef` led (decided by the build step).
     pub resolution: Resolution,

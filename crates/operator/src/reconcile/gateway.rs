@@ -38,9 +38,10 @@ impl Target {
 }
 
 /// The outcome of resolving a gatewayRef before any write.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Resolution {
     /// No gatewayRef: no route is wanted.
+    #[default]
     NotRequested,
     /// A gatewayRef, but the Gateway API is not installed: nothing is touched.
     ApiMissing,

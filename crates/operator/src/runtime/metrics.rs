@@ -55,76 +55,49 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
-        let reconciles = Counter::default();
-        let reconciles_in_flight = Gauge::default();
-        let reconcile_errors = Family::<ErrorLabels, Counter>::default();
-        let reconcile_duration = Histogram::new([
-            0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-        ]);
-        let writes = Family::<WriteLabels, Counter>::default();
-        let managed_objects = Gauge::default();
-        let leader = Gauge::default();
-        let pod_log_reads = Family::<LogReadLabels, Counter>::default();
-        let status_writes_held = Counter::default();
-        let mut registry = Registry::with_prefix("vllmservice_operator");
-        registry.register(
+        let mut m = Metrics {
+            reconciles: Counter::default(),
+            reconciles_in_flight: Gauge::default(),
+            reconcile_errors: Family::default(),
+            reconcile_duration: Histogram::new([
+                0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+            ]),
+            writes: Family::default(),
+            managed_objects: Gauge::default(),
+            leader: Gauge::default(),
+            pod_log_reads: Family::default(),
+            status_writes_held: Counter::default(),
+            registry: Registry::with_prefix("vllmservice_operator"),
+            write_counts: Mutex::default(),
+        };
+        let r = &mut m.registry;
+        r.register(
             "reconciles",
             "Reconciles run, by any outcome",
-            reconciles.clone(),
+            m.reconciles.clone(),
         );
-        registry.register(
-            "reconciles_in_flight",
-            "Reconciles running right now",
-            reconciles_in_flight.clone(),
-        );
-        registry.register(
-            "reconcile_errors",
-            "Reconciles that failed, by error category",
-            reconcile_errors.clone(),
-        );
-        registry.register(
+        let help = "Reconciles running right now";
+        r.register("reconciles_in_flight", help, m.reconciles_in_flight.clone());
+        let help = "Reconciles that failed, by error category";
+        r.register("reconcile_errors", help, m.reconcile_errors.clone());
+        let help = "Time one reconcile took";
+        r.register(
             "reconcile_duration_seconds",
-            "Time one reconcile took",
-            reconcile_duration.clone(),
+            help,
+            m.reconcile_duration.clone(),
         );
-        registry.register(
-            "write_requests",
-            "Write requests sent to the API server, by verb and resource",
-            writes.clone(),
-        );
-        registry.register(
-            "managed_objects",
-            "VLLMServices the operator currently knows",
-            managed_objects.clone(),
-        );
-        registry.register(
-            "leader",
-            "1 while this replica holds the leader lease and reconciles",
-            leader.clone(),
-        );
-        registry.register(
-            "pod_log_reads",
-            "Container log reads (pods/log requests) of vLLM containers, by purpose",
-            pod_log_reads.clone(),
-        );
-        registry.register(
-            "status_writes_held",
-            "Reconciles that held a new VLLMService's first status back while its pods may still become ready within the settle window (--status-settle-seconds)",
-            status_writes_held.clone(),
-        );
-        Metrics {
-            pod_log_reads,
-            status_writes_held,
-            reconciles,
-            reconciles_in_flight,
-            reconcile_errors,
-            reconcile_duration,
-            writes,
-            managed_objects,
-            leader,
-            registry,
-            write_counts: Mutex::default(),
-        }
+        let help = "Write requests sent to the API server, by verb and resource";
+        r.register("write_requests", help, m.writes.clone());
+        let help = "VLLMServices the operator currently knows";
+        r.register("managed_objects", help, m.managed_objects.clone());
+        let help = "1 while this replica holds the leader lease and reconciles";
+        r.register("leader", help, m.leader.clone());
+        let help = "Container log reads (pods/log requests) of vLLM containers, by purpose";
+        r.register("pod_log_reads", help, m.pod_log_reads.clone());
+        let help = "Reconciles that held a new VLLMService's first status back while its pods \
+                    may still become ready within the settle window (--status-settle-seconds)";
+        r.register("status_writes_held", help, m.status_writes_held.clone());
+        m
     }
 }
 
@@ -145,20 +118,19 @@ impl Metrics {
 
     /// Counts one container log read for `purpose` (`diagnosis` or `engine`).
     pub fn record_log_read(&self, purpose: &str) {
-        self.pod_log_reads
-            .get_or_create(&LogReadLabels {
-                purpose: purpose.to_string(),
-            })
-            .inc();
+        self.log_read_counter(purpose).inc();
     }
 
     /// Container log reads so far for `purpose`.
     pub fn log_reads(&self, purpose: &str) -> u64 {
-        self.pod_log_reads
-            .get_or_create(&LogReadLabels {
-                purpose: purpose.to_string(),
-            })
-            .get()
+        self.log_read_counter(purpose).get()
+    }
+
+    fn log_read_counter(&self, purpose: &str) -> Counter {
+        let labels = LogReadLabels {
+            purpose: purpose.to_string(),
+        };
+        self.pod_log_reads.get_or_create(&labels).clone()
     }
 
     /// Total write requests sent so far (any verb, any resource).

@@ -93,26 +93,15 @@ pub fn diagnose(log: &str, ended: &Ended, facts: &Facts) -> Option<Diagnosis> {
         return Some(oom_killed(*code, facts));
     }
     let lines: Vec<&str> = log.lines().map(strip_prefix).collect();
-    if let Some(d) = kv_cache_too_small(&lines, facts) {
-        return Some(d);
-    }
-    if let Some(d) = gpu_memory_insufficient(&lines, facts) {
-        return Some(d);
-    }
-    if let Some(d) = model_not_found(&lines, facts) {
-        return Some(d);
-    }
-    if let Some(d) = tensor_parallel(&lines) {
-        return Some(d);
-    }
-    if let Some(d) = lora_adapter(&lines) {
-        return Some(d);
-    }
-    if let Some(d) = unrecognized_argument(&lines) {
-        return Some(d);
-    }
-    if let Some(d) = shared_memory(&lines, facts) {
-        return Some(d);
+    let classified = kv_cache_too_small(&lines, facts)
+        .or_else(|| gpu_memory_insufficient(&lines, facts))
+        .or_else(|| model_not_found(&lines, facts))
+        .or_else(|| tensor_parallel(&lines))
+        .or_else(|| lora_adapter(&lines))
+        .or_else(|| unrecognized_argument(&lines))
+        .or_else(|| shared_memory(&lines, facts));
+    if classified.is_some() {
+        return classified;
     }
     let started = lines
         .iter()
@@ -132,11 +121,8 @@ pub fn diagnose(log: &str, ended: &Ended, facts: &Facts) -> Option<Diagnosis> {
             if !started && (killed || (over_budget && matches!(code, 0 | 137 | 143))) {
                 return Some(startup_probe_timeout(&lines, *ran_seconds, facts));
             }
-            if *code == 0 && !started {
-                // Stopped (e.g. a rollout) before it loaded: nothing to report.
-                return None;
-            }
             if *code == 0 {
+                // A clean exit, loaded or not (e.g. stopped by a rollout): nothing to report.
                 return None;
             }
             Some(engine_start_failed(&lines, *code))

@@ -22,7 +22,7 @@ use k8s_openapi::{
 use vllmservice_api::{Probe, ProbeKind, Valid};
 
 use super::{
-    pod::{container_security, non_empty, non_empty_vec, pod_security, set},
+    pod::{container_security, non_empty, non_empty_vec, pod_base, set},
     rollout::{self, REASON_ANNOTATION, STRATEGY_ANNOTATION, TEMPLATE_HASH_ANNOTATION},
 };
 use crate::{
@@ -215,7 +215,6 @@ pub fn deployment(vs: &Valid<'_>, seen: &Seen) -> Deployment {
         ]),
         scheduler_name: Some(set(&s.scheduler_name).unwrap_or_else(|| "default-scheduler".into())),
         runtime_class_name: set(&s.runtime_class_name),
-        node_selector: non_empty(&s.node_selector),
         host_ipc: s.host_ipc.then_some(true),
         restart_policy: Some("Always".into()),
         dns_policy: Some("ClusterFirst".into()),
@@ -223,17 +222,7 @@ pub fn deployment(vs: &Valid<'_>, seen: &Seen) -> Deployment {
             s.termination_grace_period_seconds
                 .unwrap_or_else(|| s.shutdown.grace_period_seconds()),
         ),
-        // Service links would inject VLLM_PORT=tcp://... for any Service named vllm*,
-        // which collides with vLLM's own VLLM_* settings (vLLM refuses to start).
-        enable_service_links: Some(false),
-        tolerations: non_empty_vec(&s.tolerations),
-        affinity: s.affinity.clone(),
-        image_pull_secrets: non_empty_vec(&s.image_pull_secrets),
-        service_account_name: set(&s.service_account_name),
-        // vLLM needs no access to the Kubernetes API.
-        automount_service_account_token: Some(false),
-        security_context: Some(pod_security(vs)),
-        ..PodSpec::default()
+        ..pod_base(vs)
     };
     let template = PodTemplateSpec {
         metadata: Some(ObjectMeta {

@@ -19,7 +19,7 @@ use k8s_openapi::{
 use kube::ResourceExt;
 use vllmservice_api::Valid;
 
-use super::pod::{container_security, non_empty, non_empty_vec, pod_security, set};
+use super::pod::{container_security, pod_base};
 use crate::{
     names,
     reconcile::downloads::{
@@ -145,15 +145,7 @@ fn job(vs: &Valid<'_>, want: &Wanted) -> Job {
             },
         ]),
         restart_policy: Some("Never".into()),
-        node_selector: non_empty(&s.node_selector),
-        tolerations: non_empty_vec(&s.tolerations),
-        affinity: s.affinity.clone(),
-        image_pull_secrets: non_empty_vec(&s.image_pull_secrets),
-        service_account_name: set(&s.service_account_name),
-        automount_service_account_token: Some(false),
-        enable_service_links: Some(false),
-        security_context: Some(pod_security(vs)),
-        ..PodSpec::default()
+        ..pod_base(vs)
     };
     let template = PodTemplateSpec {
         metadata: Some(ObjectMeta {

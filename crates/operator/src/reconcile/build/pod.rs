@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Capabilities, PodSecurityContext, SeccompProfile, SecurityContext,
+    Capabilities, PodSecurityContext, PodSpec, SeccompProfile, SecurityContext,
 };
 use vllmservice_api::Valid;
 
@@ -22,6 +22,26 @@ pub fn set(v: &Option<String>) -> Option<String> {
 
 pub fn non_empty_vec<T: Clone>(v: &[T]) -> Option<Vec<T>> {
     (!v.is_empty()).then(|| v.to_vec())
+}
+
+/// What every pod of a service has, serving or downloading: where it may run,
+/// its pull secrets and identity, and the pod security settings. Neither needs
+/// the Kubernetes API, and service links would inject `VLLM_PORT=tcp://...`
+/// for any Service named vllm*, which collides with vLLM's own `VLLM_*`
+/// settings (vLLM refuses to start).
+pub fn pod_base(vs: &Valid<'_>) -> PodSpec {
+    let s = &vs.spec;
+    PodSpec {
+        node_selector: non_empty(&s.node_selector),
+        tolerations: non_empty_vec(&s.tolerations),
+        affinity: s.affinity.clone(),
+        image_pull_secrets: non_empty_vec(&s.image_pull_secrets),
+        service_account_name: set(&s.service_account_name),
+        automount_service_account_token: Some(false),
+        enable_service_links: Some(false),
+        security_context: Some(pod_security(vs)),
+        ..PodSpec::default()
+    }
 }
 
 /// The container's security settings: the user's, with what they leave unset

@@ -185,7 +185,7 @@ fn is_reason(r: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{optional_apis::Apis, reconcile::gateway::Resolution};
+    use crate::optional_apis::Apis;
     use serde_json::{Value, json};
     use vllmservice_api::VLLMService;
 
@@ -202,20 +202,6 @@ mod tests {
             "metadata": {"name": "qwen", "namespace": "ns", "uid": "u"}, "spec": spec,
         }))
         .unwrap()
-    }
-
-    fn done(scaled_object: Outcome<ScaledObject>) -> Done {
-        Done {
-            resolution: Resolution::NotRequested,
-            deployment: Outcome::Absent,
-            service: Outcome::Absent,
-            route: Outcome::Absent,
-            monitor: Outcome::Absent,
-            rule: Outcome::Absent,
-            pdb: Outcome::Absent,
-            scaled_object,
-            foreign_jobs: Vec::new(),
-        }
     }
 
     /// A ScaledObject with KEDA's conditions as (type, status, reason, message).
@@ -262,7 +248,11 @@ mod tests {
     fn derive(autoscaling: Option<&str>, seen: &Seen, so: Outcome<ScaledObject>) -> Feature {
         let vs = service(autoscaling.map(|a| serde_json::from_str(a).unwrap()));
         let valid = vllmservice_api::validate(&vs).unwrap();
-        feature(&valid, seen, &done(so))
+        let done = Done {
+            scaled_object: so,
+            ..Done::default()
+        };
+        feature(&valid, seen, &done)
     }
 
     const READY: (&str, &str, &str, &str) = (

@@ -7,7 +7,6 @@ use super::{
 use crate::diagnosis::workload::Finding;
 use crate::reconcile::{
     done::{Done, Outcome},
-    gateway::Resolution,
     seen::{Seen, Storage},
 };
 use k8s_openapi::{api::apps::v1::Deployment, jiff::Timestamp};
@@ -32,15 +31,9 @@ fn at_zero(autoscaling: Option<serde_json::Value>) -> (String, String, String, P
             "spec": {"replicas": 0, "selector": {}, "template": {}},
             "status": {"observedGeneration": 1, "replicas": 0}}));
     let done = Done {
-        resolution: Resolution::NotRequested,
         deployment: Outcome::Live(d),
-        service: Outcome::Absent,
-        route: Outcome::Absent,
-        monitor: Outcome::Absent,
-        rule: Outcome::Absent,
-        pdb: Outcome::Absent,
         scaled_object: Outcome::Untouched,
-        foreign_jobs: Vec::new(),
+        ..Done::default()
     };
     let mut seen = Seen {
         storage: Storage::Bound,
