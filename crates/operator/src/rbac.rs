@@ -8,12 +8,15 @@
 //! unit tests tie the group and resource names to the Rust types.
 //!
 //! Two ways to grant them:
-//! - cluster-wide (all namespaces): [`cluster_role`] bound by a ClusterRoleBinding;
-//! - one watched namespace (`run --watch-namespace NS`): [`namespaced_role`] in
-//!   `NS` for the [`Scope::Namespaced`] rules, and the small [`CRD_CLUSTER_ROLE_NAME`] ClusterRole
-//!   for the [`Scope::Cluster`] ones (CRDs are cluster-scoped); see [`watch_namespace`].
+//! - cluster-wide (all namespaces): a [`cluster_role`] of every rule, bound by
+//!   a ClusterRoleBinding;
+//! - one watched namespace (`run --watch-namespace NS`): a [`role`] in `NS`
+//!   with the [`Scope::Namespaced`] rules, and a small ClusterRole
+//!   ([`CRD_CLUSTER_ROLE_NAME`]) with the [`Scope::Cluster`] ones (CRDs are
+//!   cluster-scoped); see [`watch_namespace`].
 //!
-//! Leader election always needs [`leader_election_role`] in the operator's own namespace.
+//! Leader election always needs a [`role`] of [`LEADER_ELECTION_RULES`] in the
+//! operator's own namespace.
 //! Pure: data and its rendering as Role and ClusterRole objects.
 
 use k8s_openapi::{
