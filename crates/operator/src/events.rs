@@ -89,27 +89,18 @@ pub async fn children_created(ctx: &Context, vs: &VLLMService, children: &[Objec
     let Some(first) = children.first() else {
         return;
     };
-    let names: Vec<String> = children
+    let kind_name = |c: &ObjectReference| {
+        let (kind, name) = (c.kind.as_deref(), c.name.as_deref());
+        format!("{} {}", kind.unwrap_or_default(), name.unwrap_or_default())
+    };
+    let names = children
         .iter()
-        .map(|c| {
-            format!(
-                "{} {}",
-                c.kind.as_deref().unwrap_or_default(),
-                c.name.as_deref().unwrap_or_default()
-            )
-        })
-        .collect();
-    let note = format!("created {}", names.join(", "));
-    tracing::info!(children = %names.join(", "), "created");
-    publish(
-        ctx,
-        vs,
-        EventType::Normal,
-        "Created",
-        &note,
-        Some(first.clone()),
-    )
-    .await;
+        .map(kind_name)
+        .collect::<Vec<_>>()
+        .join(", ");
+    tracing::info!(children = %names, "created");
+    let (note, child) = (format!("created {names}"), Some(first.clone()));
+    publish(ctx, vs, EventType::Normal, "Created", &note, child).await;
 }
 
 /// Announces transitions between two statuses (see [`transitions`]).

@@ -34,7 +34,7 @@ use kube::{Api, api::PostParams};
 use testkit::TestNamespace;
 use vllmservice_controller::{
     rbac::{self, Rule, Scope},
-    runtime::metrics::{CountWritesLayer, ErrorLabels, Metrics},
+    runtime::metrics::{ErrorLabels, Metrics, count_writes},
 };
 
 /// Every response the operator received with status 403, as "METHOD path",
@@ -221,7 +221,7 @@ impl RbacEnv {
         let forbidden = Forbidden::default();
         let client = kube::client::ClientBuilder::try_from(testkit::config_for(&kubeconfig).await)
             .expect("client builder")
-            .with_layer(&CountWritesLayer(metrics.clone()))
+            .with_layer(&count_writes(metrics.clone()))
             .with_layer(&forbidden)
             .build();
         // Authenticated as the ServiceAccount, not as the admin.

@@ -5,14 +5,17 @@
 use std::{
     collections::BTreeMap,
     sync::{Arc, Mutex},
-    task::{Context, Poll},
 };
+
+use http::Request;
+use kube::client::Body;
 
 use prometheus_client::{
     encoding::{EncodeLabelSet, text::encode},
     metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
     registry::Registry,
 };
+use tower::util::MapRequestLayer;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WriteLabels {
@@ -185,50 +188,22 @@ pub fn classify_write(method: &http::Method, path: &str) -> Option<WriteLabels> 
     })
 }
 
-/// A tower layer for kube's client that counts write requests into [`Metrics::writes`].
-#[derive(Clone)]
-pub struct CountWritesLayer(pub Arc<Metrics>);
-
-impl<S> tower::Layer<S> for CountWritesLayer {
-    type Service = CountWrites<S>;
-    fn layer(&self, inner: S) -> Self::Service {
-        CountWrites {
-            inner,
-            metrics: self.0.clone(),
-        }
-    }
-}
-
-#[derive(Clone)]
-pub struct CountWrites<S> {
-    inner: S,
+/// A layer for kube's client that counts write requests into [`Metrics::writes`].
+pub fn count_writes(
     metrics: Arc<Metrics>,
-}
-
-impl<S, B> tower::Service<http::Request<B>> for CountWrites<S>
-where
-    S: tower::Service<http::Request<B>>,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+) -> MapRequestLayer<impl Fn(Request<Body>) -> Request<Body> + Clone> {
+    MapRequestLayer::new(move |req: Request<Body>| {
         if let Some(labels) = classify_write(req.method(), req.uri().path()) {
-            self.metrics.record_write(labels);
+            metrics.record_write(labels);
         }
-        self.inner.call(req)
-    }
+        req
+    })
 }
 
 /// A client whose write requests are counted into `metrics`.
 pub fn counting_client(config: kube::Config, metrics: Arc<Metrics>) -> kube::Result<kube::Client> {
     Ok(kube::client::ClientBuilder::try_from(config)?
-        .with_layer(&CountWritesLayer(metrics))
+        .with_layer(&count_writes(metrics))
         .build())
 }
 

@@ -9,10 +9,7 @@ pub mod metrics;
 pub mod watches;
 
 use std::{
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
+    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -118,24 +115,12 @@ pub async fn run(
     opts: Options,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let health = opts.health.clone();
-    health.set_running(true);
-    run_until_stopped(client, metrics, opts, shutdown).await;
-    health.set_running(false);
-}
-
-async fn run_until_stopped(
-    client: Client,
-    metrics: Arc<Metrics>,
-    opts: Options,
-    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
-) {
     let shutdown = shutdown.shared();
-    let stopping = Arc::new(AtomicBool::new(false));
+    opts.health.set_running(true);
     loop {
         let apis = tokio::select! {
             apis = discovery::discover_until_ok(&client) => apis,
-            _ = shutdown.clone() => return,
+            _ = shutdown.clone() => break,
         };
         let lists = match opts.streaming_lists {
             true => ListStrategy::probe(&client).await,
@@ -148,30 +133,23 @@ async fn run_until_stopped(
             streaming_lists = lists == ListStrategy::Streaming,
             "optional APIs"
         );
-        let (changed_tx, changed) = tokio::sync::oneshot::channel::<()>();
-        let watch_crds = tokio::spawn({
-            let client = client.clone();
-            async move {
-                discovery::changed(client, apis).await;
-                let _ = changed_tx.send(());
-            }
-        });
+        // This incarnation stops at shutdown or when an optional API comes or goes.
+        let changed = tokio::spawn(discovery::changed(client.clone(), apis));
+        let watching_crds = changed.abort_handle();
         let stop = {
-            let (shutdown, stopping) = (shutdown.clone(), stopping.clone());
+            let shutdown = shutdown.clone();
             async move {
-                tokio::select! {
-                    _ = shutdown => stopping.store(true, Ordering::SeqCst),
-                    _ = changed => {}
-                }
+                tokio::select! { _ = shutdown => {}, _ = changed => {} }
             }
         };
         run_watches(client.clone(), metrics.clone(), &opts, apis, lists, stop).await;
-        watch_crds.abort();
-        if stopping.load(Ordering::SeqCst) {
-            return;
+        watching_crds.abort();
+        if shutdown.clone().now_or_never().is_some() {
+            break;
         }
         tracing::info!("rebuilding watches");
     }
+    opts.health.set_running(false);
 }
 
 /// The label KEDA puts on its HPAs (and ScaledObjects): the ScaledObject's name.

@@ -2,11 +2,14 @@
 //! needs, from the cache, and through `pods/log` why a download pod failed
 //! (read once per pod) or how far a running one got. I/O: log reads.
 
-use k8s_openapi::api::{batch::v1::Job, core::v1::Pod};
+use k8s_openapi::api::{
+    batch::v1::Job,
+    core::v1::{ContainerStatus, Pod},
+};
 use kube::{Api, ResourceExt, api::LogParams};
 use vllmservice_api::Valid;
 
-use super::logs::{LOG_LIMIT_BYTES, LOG_TAIL_LINES, read_log};
+use super::logs::{LOG_LIMIT_BYTES, LOG_TAIL_LINES, read_log, read_once};
 use crate::{
     cache::{LogOutcome, LogPurpose},
     diagnosis::hf_log,
@@ -95,31 +98,25 @@ async fn download_state(ctx: &Context, api: &Api<Pod>, job: &Job, pods: &[Pod]) 
         .find(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed"));
     if let Some(pod) = failed {
         let (uid, name) = (pod.metadata.uid.clone().unwrap_or_default(), pod.name_any());
-        let memory = &ctx.caches.pod_logs;
-        let classified = match memory.get(&uid, LogPurpose::Download, "failed") {
-            Some(LogOutcome::Download(c)) => Some(c),
-            Some(_) => None,
-            None => {
-                memory.put(&uid, LogPurpose::Download, "failed", LogOutcome::Failed);
-                let params = LogParams {
-                    container: Some(downloads::CONTAINER_NAME.to_string()),
-                    limit_bytes: Some(LOG_LIMIT_BYTES),
-                    tail_lines: Some(LOG_TAIL_LINES),
-                    ..LogParams::default()
-                };
-                let c = read_log(ctx, api, &name, &params, LogPurpose::Download)
-                    .await
-                    .map(|log| hf_log::classify(&log));
-                if let Some(c) = &c {
-                    memory.put(
-                        &uid,
-                        LogPurpose::Download,
-                        "failed",
-                        LogOutcome::Download(c.clone()),
-                    );
-                }
-                c
-            }
+        let params = LogParams {
+            container: Some(downloads::CONTAINER_NAME.to_string()),
+            limit_bytes: Some(LOG_LIMIT_BYTES),
+            tail_lines: Some(LOG_TAIL_LINES),
+            ..LogParams::default()
+        };
+        let outcome = read_once(
+            ctx,
+            api,
+            (&uid, &name),
+            LogPurpose::Download,
+            "failed",
+            &params,
+            |log| LogOutcome::Download(hf_log::classify(log)),
+        )
+        .await;
+        let classified = match outcome {
+            LogOutcome::Download(c) => Some(c),
+            _ => None,
         };
         let c = classified.unwrap_or_else(|| hf_log::Classified {
             failure: hf_log::Failure::DownloadError,
@@ -153,74 +150,64 @@ async fn download_state(ctx: &Context, api: &Api<Pod>, job: &Job, pods: &[Pod]) 
             waiting: None,
         };
     };
-    let unscheduled = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| {
-            cs.iter()
-                .find(|c| c.type_ == "PodScheduled" && c.status == "False")
-        });
-    if let Some(c) = unscheduled {
-        let waiting = format!(
-            "pod {} is not scheduled: {}",
-            pod.name_any(),
-            c.message.as_deref().unwrap_or("no node fits")
-        );
+    if let Some(waiting) = why_waiting(pod) {
         return DownloadState::Running {
             progress: None,
             waiting: Some(waiting),
         };
     }
-    let cs = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.name == downloads::CONTAINER_NAME));
-    let state = cs.and_then(|c| c.state.as_ref());
-    if let Some(w) = state.and_then(|s| s.waiting.as_ref())
-        && w.reason.as_deref() != Some("ContainerCreating")
-    {
-        let reason = w.reason.clone().unwrap_or_default();
-        let waiting = match &w.message {
-            Some(m) => format!("pod {} waits: {reason}: {m}", pod.name_any()),
-            None => format!("pod {} waits: {reason}", pod.name_any()),
-        };
-        return DownloadState::Running {
-            progress: None,
-            waiting: Some(waiting),
-        };
-    }
-    if state.is_some_and(|s| s.running.is_some()) {
-        let params = LogParams {
-            container: Some(downloads::CONTAINER_NAME.to_string()),
-            limit_bytes: Some(LOG_LIMIT_BYTES),
-            tail_lines: Some(PROGRESS_TAIL_LINES),
-            ..LogParams::default()
-        };
-        let progress = read_log(ctx, api, &pod.name_any(), &params, LogPurpose::Download)
-            .await
-            .and_then(|log| hf_log::progress(&log));
-        return DownloadState::Running {
-            progress,
-            waiting: None,
-        };
-    }
+    let running = download_container(pod)
+        .and_then(|c| c.state.as_ref())
+        .is_some_and(|s| s.running.is_some());
+    let progress = match running {
+        true => {
+            let params = LogParams {
+                container: Some(downloads::CONTAINER_NAME.to_string()),
+                limit_bytes: Some(LOG_LIMIT_BYTES),
+                tail_lines: Some(PROGRESS_TAIL_LINES),
+                ..LogParams::default()
+            };
+            read_log(ctx, api, &pod.name_any(), &params, LogPurpose::Download)
+                .await
+                .and_then(|log| hf_log::progress(&log))
+        }
+        false => None,
+    };
     DownloadState::Running {
-        progress: None,
+        progress,
         waiting: None,
     }
 }
 
-/// The kubelet's account of how the download container ended.
-fn terminated_message(pod: &Pod) -> Option<String> {
-    let t = pod
-        .status
+/// Why a download pod does not run yet: not scheduled, or its container
+/// waits for something other than its creation (an image pull, a volume).
+fn why_waiting(pod: &Pod) -> Option<String> {
+    let status = pod.status.as_ref()?;
+    let mut conditions = status.conditions.iter().flatten();
+    if let Some(c) = conditions.find(|c| c.type_ == "PodScheduled" && c.status == "False") {
+        let why = c.message.as_deref().unwrap_or("no node fits");
+        return Some(format!("pod {} is not scheduled: {why}", pod.name_any()));
+    }
+    let w = download_container(pod)?.state.as_ref()?.waiting.as_ref()?;
+    let reason = w.reason.as_deref().filter(|r| *r != "ContainerCreating")?;
+    Some(match &w.message {
+        Some(m) => format!("pod {} waits: {reason}: {m}", pod.name_any()),
+        None => format!("pod {} waits: {reason}", pod.name_any()),
+    })
+}
+
+fn download_container(pod: &Pod) -> Option<&ContainerStatus> {
+    pod.status
         .as_ref()?
         .container_statuses
-        .as_ref()?
         .iter()
-        .find(|c| c.name == downloads::CONTAINER_NAME)?
+        .flatten()
+        .find(|c| c.name == downloads::CONTAINER_NAME)
+}
+
+/// The kubelet's account of how the download container ended.
+fn terminated_message(pod: &Pod) -> Option<String> {
+    let t = download_container(pod)?
         .state
         .as_ref()?
         .terminated

@@ -43,7 +43,6 @@ pub async fn gather(vs: &Valid<'_>, pods: &[Pod], ctx: &Context, now: Timestamp)
     let facts = facts_of(vs);
     let ns = vs.namespace().unwrap_or_default();
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-    let memory = &ctx.caches.pod_logs;
     let mut out = LogsSeen::default();
     let mut pods: Vec<&Pod> = pods
         .iter()
@@ -77,30 +76,24 @@ pub async fn gather(vs: &Valid<'_>, pods: &[Pod], ctx: &Context, now: Timestamp)
             }
             continue;
         }
-        let outcome = match memory.get(uid, LogPurpose::Diagnosis, &key) {
-            Some(o) => o,
-            None => {
-                // Remembered before the read: a failed or slow read is not repeated either.
-                memory.put(uid, LogPurpose::Diagnosis, &key, LogOutcome::Failed);
-                let params = LogParams {
-                    container: Some(names::CONTAINER_NAME.to_string()),
-                    previous,
-                    limit_bytes: Some(LOG_LIMIT_BYTES),
-                    tail_lines: Some(LOG_TAIL_LINES),
-                    ..LogParams::default()
-                };
-                let outcome = match read_log(ctx, &api, name, &params, LogPurpose::Diagnosis).await
-                {
-                    Some(log) => LogOutcome::Diagnosed {
-                        diagnosis: vllm_log::diagnose(&log, &ended, &facts),
-                        progress: vllm_log::progress(&log),
-                    },
-                    None => LogOutcome::Failed,
-                };
-                memory.put(uid, LogPurpose::Diagnosis, &key, outcome.clone());
-                outcome
-            }
+        let params = LogParams {
+            previous,
+            tail_lines: Some(LOG_TAIL_LINES),
+            ..log_params()
         };
+        let outcome = read_once(
+            ctx,
+            &api,
+            (uid, name),
+            LogPurpose::Diagnosis,
+            &key,
+            &params,
+            |log| LogOutcome::Diagnosed {
+                diagnosis: vllm_log::diagnose(log, &ended, &facts),
+                progress: vllm_log::progress(log),
+            },
+        )
+        .await;
         if let LogOutcome::Diagnosed {
             diagnosis,
             progress,
@@ -230,30 +223,55 @@ async fn engine(
         .container_id
         .clone()
         .unwrap_or_else(|| format!("restart-{}", cs.restart_count));
-    let memory = &ctx.caches.pod_logs;
-    let info = match memory.get(uid, LogPurpose::Engine, &key) {
-        Some(LogOutcome::Engine(info)) => info,
-        Some(_) => return None,
-        None => {
-            memory.put(uid, LogPurpose::Engine, &key, LogOutcome::Failed);
-            // The start of the log: the start-up lines come first.
-            let params = LogParams {
-                container: Some(names::CONTAINER_NAME.to_string()),
-                limit_bytes: Some(LOG_LIMIT_BYTES),
-                ..LogParams::default()
-            };
-            let log = read_log(ctx, api, name, &params, LogPurpose::Engine).await?;
-            let info = vllm_log::engine_info(&log);
-            memory.put(
-                uid,
-                LogPurpose::Engine,
-                &key,
-                LogOutcome::Engine(info.clone()),
-            );
-            info
-        }
+    // The start of the log: the start-up lines come first.
+    let outcome = read_once(
+        ctx,
+        api,
+        (uid, name),
+        LogPurpose::Engine,
+        &key,
+        &log_params(),
+        |log| LogOutcome::Engine(vllm_log::engine_info(log)),
+    )
+    .await;
+    let LogOutcome::Engine(info) = outcome else {
+        return None;
     };
     (!info.is_empty()).then_some(EngineSeen { revision, info })
+}
+
+/// The vllm container's log, at most [`LOG_LIMIT_BYTES`] of it.
+fn log_params() -> LogParams {
+    LogParams {
+        container: Some(names::CONTAINER_NAME.to_string()),
+        limit_bytes: Some(LOG_LIMIT_BYTES),
+        ..LogParams::default()
+    }
+}
+
+/// What `judge` makes of the log of one container instance (`key`) of `pod`
+/// (uid, name), for `purpose`: read at most once, remembered in
+/// `cache::PodLogs`. It is remembered as failed before the read, so that a
+/// failed or slow read is not repeated either.
+pub async fn read_once(
+    ctx: &Context,
+    api: &Api<Pod>,
+    (uid, pod): (&str, &str),
+    purpose: LogPurpose,
+    key: &str,
+    params: &LogParams,
+    judge: impl FnOnce(&str) -> LogOutcome,
+) -> LogOutcome {
+    let memory = &ctx.caches.pod_logs;
+    if let Some(known) = memory.get(uid, purpose, key) {
+        return known;
+    }
+    memory.put(uid, purpose, key, LogOutcome::Failed);
+    let outcome = read_log(ctx, api, pod, params, purpose)
+        .await
+        .map_or(LogOutcome::Failed, |log| judge(&log));
+    memory.put(uid, purpose, key, outcome.clone());
+    outcome
 }
 
 /// One `pods/log` request, counted; None when it fails (logged without the log's text).
@@ -265,18 +283,15 @@ pub async fn read_log(
     purpose: LogPurpose,
 ) -> Option<String> {
     ctx.metrics.record_log_read(purpose.as_str());
+    let purpose = purpose.as_str();
     match tokio::time::timeout(LOG_READ_TIMEOUT, api.logs(pod, params)).await {
         Ok(Ok(log)) => Some(log),
         Ok(Err(e)) => {
-            tracing::info!(pod, purpose = purpose.as_str(), error = %e, "reading the vLLM log failed");
+            tracing::info!(pod, purpose, error = %e, "reading the vLLM log failed");
             None
         }
         Err(_) => {
-            tracing::info!(
-                pod,
-                purpose = purpose.as_str(),
-                "reading the vLLM log timed out"
-            );
+            tracing::info!(pod, purpose, "reading the vLLM log timed out");
             None
         }
     }
