@@ -81,23 +81,19 @@ impl<K: Resource> NameIndex<K> {
         };
         let mut s = self.state.write().expect("index lock");
         match event {
-            watcher::Event::Apply(o) => {
-                if let Some(id) = id(o) {
-                    s.set(id, (self.key)(o));
-                }
-            }
-            watcher::Event::Delete(o) => {
-                if let Some(id) = id(o) {
-                    s.set(id, None);
-                }
-            }
             watcher::Event::Init => s.relisting = Some(Box::default()),
-            watcher::Event::InitApply(o) => {
-                if let Some(id) = id(o) {
-                    relist(&mut s.relisting).set(id, (self.key)(o));
+            watcher::Event::InitDone => *s = *s.relisting.take().unwrap_or_default(),
+            watcher::Event::Apply(o) | watcher::Event::Delete(o) | watcher::Event::InitApply(o) => {
+                let Some(id) = id(o) else { return };
+                let key = match event {
+                    watcher::Event::Delete(_) => None,
+                    _ => (self.key)(o),
+                };
+                match event {
+                    watcher::Event::InitApply(_) => relist(&mut s.relisting).set(id, key),
+                    _ => s.set(id, key),
                 }
             }
-            watcher::Event::InitDone => *s = *s.relisting.take().unwrap_or_default(),
         }
     }
 
@@ -114,13 +110,6 @@ impl<K: Resource> NameIndex<K> {
 impl Default for PodIndex {
     fn default() -> Self {
         NameIndex::new(|pod| names::instance_of(pod.labels()).map(str::to_string))
-    }
-}
-
-impl PodIndex {
-    /// The names of the pods of VLLMService `name` in `namespace`.
-    pub fn pods_of(&self, namespace: &str, name: &str) -> Vec<String> {
-        self.names_of(namespace, name)
     }
 }
 
@@ -145,10 +134,10 @@ mod tests {
         // A streamed list (WatchList): no Init before its objects.
         ev(watcher::Event::InitApply(pod("a", "p1", Some("qwen"))));
         ev(watcher::Event::InitDone);
-        assert_eq!(idx.pods_of("a", "qwen"), ["p1"]);
+        assert_eq!(idx.names_of("a", "qwen"), ["p1"]);
         // A streamed re-list that finds nothing: InitDone alone empties the index.
         ev(watcher::Event::InitDone);
-        assert!(idx.pods_of("a", "qwen").is_empty());
+        assert!(idx.names_of("a", "qwen").is_empty());
     }
 
     #[test]
@@ -158,23 +147,23 @@ mod tests {
         ev(watcher::Event::Apply(pod("a", "p1", Some("qwen"))));
         ev(watcher::Event::Apply(pod("a", "p2", Some("qwen"))));
         ev(watcher::Event::Apply(pod("b", "p1", Some("qwen"))));
-        assert_eq!(idx.pods_of("a", "qwen"), ["p1", "p2"]);
-        assert_eq!(idx.pods_of("b", "qwen"), ["p1"]);
+        assert_eq!(idx.names_of("a", "qwen"), ["p1", "p2"]);
+        assert_eq!(idx.names_of("b", "qwen"), ["p1"]);
         // Relabelled away from the service.
         ev(watcher::Event::Apply(pod("a", "p2", None)));
-        assert_eq!(idx.pods_of("a", "qwen"), ["p1"]);
+        assert_eq!(idx.names_of("a", "qwen"), ["p1"]);
         ev(watcher::Event::Delete(pod("a", "p1", Some("qwen"))));
-        assert!(idx.pods_of("a", "qwen").is_empty());
+        assert!(idx.names_of("a", "qwen").is_empty());
         // A re-list replaces everything at its end.
         ev(watcher::Event::Init);
         ev(watcher::Event::InitApply(pod("c", "p9", Some("llama"))));
         assert_eq!(
-            idx.pods_of("b", "qwen"),
+            idx.names_of("b", "qwen"),
             ["p1"],
             "old index until the list is done"
         );
         ev(watcher::Event::InitDone);
-        assert!(idx.pods_of("b", "qwen").is_empty());
-        assert_eq!(idx.pods_of("c", "llama"), ["p9"]);
+        assert!(idx.names_of("b", "qwen").is_empty());
+        assert_eq!(idx.names_of("c", "llama"), ["p9"]);
     }
 }

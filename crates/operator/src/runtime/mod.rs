@@ -56,7 +56,7 @@ use crate::{
 };
 use health::Health;
 use metrics::Metrics;
-use watches::{Keep, ListStrategy, Select, Watches, ignore, is_managed, meta_only};
+use watches::{Keep, ListStrategy, Select, Watches, ignore, meta_only};
 
 /// Options of the controller loop.
 #[derive(Debug, Clone)]
@@ -217,7 +217,7 @@ async fn run_watches(
         };
         w.cache::<CachedPod, _>(
             select,
-            Keep::Only(is_managed),
+            Keep::Only(names::is_managed),
             move |e| {
                 if let Some(p) = &counted {
                     p.saw_pod(e);

@@ -96,20 +96,13 @@ pub enum Select {
 }
 
 /// What a cache keeps of the objects its watch sees.
-pub enum Keep<K> {
+#[derive(Debug, Clone, Copy)]
+pub enum Keep {
     Every,
-    /// Only objects this accepts: one that stops qualifying (e.g. is
-    /// relabelled) leaves the cache, others never enter.
-    Only(fn(&K) -> bool),
+    /// Only objects whose metadata this accepts: one that stops qualifying
+    /// (e.g. is relabelled) leaves the cache, others never enter.
+    Only(fn(&ObjectMeta) -> bool),
 }
-
-impl<K> Clone for Keep<K> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-
-impl<K> Copy for Keep<K> {}
 
 /// The watches of one incarnation of the controller, and the tasks they run in.
 pub struct Watches {
@@ -159,7 +152,7 @@ impl Watches {
     pub fn cache<K, T>(
         &mut self,
         select: Select,
-        keep: Keep<K>,
+        keep: Keep,
         on_event: impl Fn(&Result<watcher::Event<K>, watcher::Error>) + Send + 'static,
         trigger: impl Fn(K) -> T + Send + 'static,
     ) -> (
@@ -223,13 +216,13 @@ impl Watches {
 }
 
 /// `event` for a cache that holds only the objects `keep` accepts.
-fn kept<K>(event: watcher::Event<K>, keep: Keep<K>) -> Option<watcher::Event<K>> {
+fn kept<K: Resource>(event: watcher::Event<K>, keep: Keep) -> Option<watcher::Event<K>> {
     let Keep::Only(keep) = keep else {
         return Some(event);
     };
     match event {
-        watcher::Event::Apply(o) if !keep(&o) => Some(watcher::Event::Delete(o)),
-        watcher::Event::InitApply(o) if !keep(&o) => None,
+        watcher::Event::Apply(o) if !keep(o.meta()) => Some(watcher::Event::Delete(o)),
+        watcher::Event::InitApply(o) if !keep(o.meta()) => None,
         e => Some(e),
     }
 }
@@ -262,11 +255,6 @@ pub fn meta_only<K: Resource<DynamicType = ()>>(mut obj: K) -> PartialObjectMeta
 
 /// An `on_event` for a watch whose events only fill its cache.
 pub fn ignore<K>(_: &Result<watcher::Event<K>, watcher::Error>) {}
-
-/// Objects this operator manages (its label), e.g. its pods among all pods.
-pub fn is_managed<K: Resource>(obj: &K) -> bool {
-    names::is_managed(obj.meta())
-}
 
 #[cfg(test)]
 mod tests {
@@ -331,7 +319,7 @@ mod tests {
 
     #[test]
     fn a_cache_of_some_objects_drops_the_others_and_those_that_stop_qualifying() {
-        let keep = |e| kept(e, Keep::Only(is_managed::<Pod>));
+        let keep = |e| kept(e, Keep::Only(names::is_managed));
         let name = |e: Option<watcher::Event<Pod>>| match e {
             Some(watcher::Event::Apply(p)) => format!("apply {}", p.name_any()),
             Some(watcher::Event::InitApply(p)) => format!("init {}", p.name_any()),

@@ -42,7 +42,7 @@ pub async fn gather(vs: &Valid<'_>, ctx: &Context, now: Timestamp) -> Result<See
     let pod_store = caches.pods.store()?;
     let pods: Vec<_> = caches
         .pod_index
-        .pods_of(&ns, &name)
+        .names_of(&ns, &name)
         .iter()
         .filter_map(|p| pod_store.get(&kube::runtime::reflector::ObjectRef::new(p).within(&ns)))
         .map(|p| p.to_pod())

@@ -344,10 +344,9 @@ fn available(
             .iter()
             .map(|(pod, step)| format!("pod {pod} is still starting: {step}"))
             .collect();
-        let message = if progress.is_empty() {
-            counts
-        } else {
-            format!("{counts}; {}", progress.join("; "))
+        let message = match progress.is_empty() {
+            true => counts,
+            false => format!("{counts}; {}", progress.join("; ")),
         };
         return unavailable("ReplicasNotReady", &message);
     }
@@ -357,12 +356,8 @@ fn available(
     if let Some(c) = w.conflicts.iter().find(|c| c.kind == "Service") {
         return unavailable("ResourceConflict", &c.message(&w.namespace));
     }
-    Cond::new(
-        ct::AVAILABLE,
-        Status::True,
-        "Available",
-        format!("{ready}/{desired} replicas ready"),
-    )
+    let message = format!("{ready}/{desired} replicas ready");
+    Cond::new(ct::AVAILABLE, Status::True, "Available", message)
 }
 
 /// Progressing: blocked, downloading, rolling out, or complete.
@@ -372,34 +367,23 @@ fn progressing(
     downloading: Option<&Cond>,
     deployment_ready: &Cond,
 ) -> Cond {
+    let progressing =
+        |status, reason: &str, message: &str| Cond::new(ct::PROGRESSING, status, reason, message);
     if !blocking.is_empty() {
-        let reason = if blocking.iter().any(|(r, _)| r == ROLLOUT_BLOCKED) {
-            ROLLOUT_BLOCKED
-        } else {
-            "Stalled"
-        };
-        return Cond::new(ct::PROGRESSING, Status::False, reason, join(blocking));
+        let blocked = blocking.iter().any(|(r, _)| r == ROLLOUT_BLOCKED);
+        let reason = if blocked { ROLLOUT_BLOCKED } else { "Stalled" };
+        return progressing(Status::False, reason, &join(blocking));
     }
     if let Some(c) = downloading {
-        let then = if w.deployment.is_some() {
-            "the pods are replaced once it is done"
-        } else {
-            "the pods start once it is done"
+        let then = match w.deployment {
+            Some(_) => "the pods are replaced once it is done",
+            None => "the pods start once it is done",
         };
-        return Cond::new(
-            ct::PROGRESSING,
-            Status::True,
-            "Downloading",
-            format!("{}; {then}", c.message),
-        );
+        let message = format!("{}; {then}", c.message);
+        return progressing(Status::True, "Downloading", &message);
     }
     if deployment_ready.is_true() {
-        return Cond::new(
-            ct::PROGRESSING,
-            Status::False,
-            "Complete",
-            "the rollout is complete",
-        );
+        return progressing(Status::False, "Complete", "the rollout is complete");
     }
     let mut why = w
         .annotation(REASON_ANNOTATION)
@@ -411,12 +395,8 @@ fn progressing(
             w.stopping
         ));
     }
-    Cond::new(
-        ct::PROGRESSING,
-        Status::True,
-        "RolloutInProgress",
-        format!("{}/{} pods updated{why}", w.updated, w.desired),
-    )
+    let message = format!("{}/{} pods updated{why}", w.updated, w.desired);
+    progressing(Status::True, "RolloutInProgress", &message)
 }
 
 /// The LoRA adapters the pods serve: the spec's once the Deployment runs the
