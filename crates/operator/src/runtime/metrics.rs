@@ -9,7 +9,6 @@ use std::{
 
 use http::Request;
 use kube::client::Body;
-
 use prometheus_client::{
     encoding::{EncodeLabelSet, text::encode},
     metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
