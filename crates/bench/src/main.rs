@@ -145,8 +145,9 @@ async fn main() -> anyhow::Result<()> {
         "target/cluster is the tests' cluster; the bench uses its own directory"
     );
     let operator_bin = repo.join(&args.operator_bin);
+    let runs_operator = !matches!(args.variant, Variant::Direct | Variant::Floor);
     anyhow::ensure!(
-        operator_bin.exists(),
+        !runs_operator || operator_bin.exists(),
         "{operator_bin:?} is missing: cargo build --profile dist -p vllmservice-operator"
     );
     let routed = args.variant == Variant::Routed;
@@ -177,7 +178,7 @@ async fn main() -> anyhow::Result<()> {
         label: args.label.clone(),
         variant: format!("{:?}", args.variant).to_lowercase(),
         machine: procfs::Machine::read(),
-        versions: versions(&repo, &operator_bin),
+        versions: versions(&repo, runs_operator.then_some(operator_bin.as_path())),
         cluster: ClusterShape {
             nodes: args.nodes,
             gpus_per_node: args.gpus_per_node,
@@ -283,7 +284,11 @@ fn minimum_writes(variant: Variant) -> BTreeMap<String, u64> {
     m
 }
 
-fn versions(repo: &std::path::Path, operator_bin: &std::path::Path) -> BTreeMap<String, String> {
+/// The versions a run measured; `operator_bin` is None for the variants that run no operator.
+fn versions(
+    repo: &std::path::Path,
+    operator_bin: Option<&std::path::Path>,
+) -> BTreeMap<String, String> {
     let run = |cmd: &str, args: &[&str]| -> String {
         std::process::Command::new(cmd)
             .args(args)
@@ -322,22 +327,22 @@ fn versions(repo: &std::path::Path, operator_bin: &std::path::Path) -> BTreeMap<
             }
         ),
     );
-    v.insert(
-        "operator".into(),
-        run(&operator_bin.to_string_lossy(), &["--version"]),
-    );
     v.insert("rustc".into(), run("rustc", &["--version"]));
-    // Which build exactly: two invocations with the same hash measured the same binary.
-    let sha = run("sha256sum", &[&operator_bin.to_string_lossy()]);
-    v.insert(
-        "operator binary sha256".into(),
-        sha.split_whitespace()
-            .next()
-            .unwrap_or("")
-            .chars()
-            .take(12)
-            .collect(),
-    );
+    if let Some(bin) = operator_bin {
+        let bin = bin.to_string_lossy();
+        v.insert("operator".into(), run(&bin, &["--version"]));
+        // Which build exactly: two invocations with the same hash measured the same binary.
+        let sha = run("sha256sum", &[&bin]);
+        v.insert(
+            "operator binary sha256".into(),
+            sha.split_whitespace()
+                .next()
+                .unwrap_or("")
+                .chars()
+                .take(12)
+                .collect(),
+        );
+    }
     for (name, module, file) in [
         (
             "kubernetes",
