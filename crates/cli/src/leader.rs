@@ -63,14 +63,18 @@ pub struct Lease {
 /// dropped) and ends the process, so a stale leader can never write;
 /// `shutdown` (SIGTERM) releases the lease so the next replica takes over
 /// without waiting for it to expire.
-pub async fn run_as_leader<C: Future<Output = ()>>(
+pub async fn run_as_leader<C, E>(
     client: kube::Client,
     metrics: Arc<Metrics>,
     lease: Lease,
     role: Role,
     shutdown: impl Future<Output = ()>,
     mut controller: impl FnMut() -> C,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<()>
+where
+    C: Future<Output = Result<(), E>>,
+    E: std::error::Error + Send + Sync + 'static,
+{
     let Lease {
         namespace,
         name,
@@ -104,7 +108,7 @@ pub async fn run_as_leader<C: Future<Output = ()>>(
     );
     let lost = loop {
         tokio::select! {
-            _ = &mut shutdown => break false,
+            _ = &mut shutdown => break Lost::No,
             changed = leading.changed() => {
                 if changed.is_err() {
                     anyhow::bail!("the leader lease task ended: {:?}", lease_task.await);
@@ -136,9 +140,16 @@ pub async fn run_as_leader<C: Future<Output = ()>>(
             }
         };
         tokio::select! {
-            _ = reconciling => break false,
-            _ = lost_lease => break true,
-            _ = &mut shutdown => break false,
+            stopped = reconciling => {
+                // The controller stopped by itself (a watch ended): give the
+                // lease back and exit, so that a fresh process takes over.
+                if let Err(e) = stopped {
+                    break Lost::Failed(e.into());
+                }
+                break Lost::No;
+            }
+            _ = lost_lease => break Lost::Lease,
+            _ = &mut shutdown => break Lost::No,
         }
     };
     metrics.leader.set(0);
@@ -151,13 +162,25 @@ pub async fn run_as_leader<C: Future<Output = ()>>(
             tracing::warn!(result = ?other.map(|r| r.map(|_| ())), "releasing the leader lease failed")
         }
     }
-    if lost {
-        anyhow::bail!(
+    match lost {
+        Lost::No => {}
+        Lost::Lease => anyhow::bail!(
             "lost the leader lease: stopped reconciling; exiting so that a fresh start can compete again"
-        );
+        ),
+        Lost::Failed(e) => return Err(e),
     }
     tracing::info!("stopped and released the leader lease");
     Ok(())
+}
+
+/// How leading ended.
+enum Lost {
+    /// Shutdown, or the controller ended cleanly.
+    No,
+    /// Another replica holds the lease now.
+    Lease,
+    /// The controller stopped with this error.
+    Failed(anyhow::Error),
 }
 
 /// Yields whenever the Lease `name` is seen without a holder.

@@ -52,15 +52,9 @@ enum Command {
         /// Namespace to assume when the manifest has none.
         #[arg(long, default_value = "default")]
         namespace: String,
-        /// The Prometheus the ScaledObject queries unless the manifest sets
-        /// spec.autoscaling.prometheus.serverAddress (as `run --prometheus-address`).
-        #[arg(
-            long,
-            env = "VLLM_OPERATOR_PROMETHEUS_ADDRESS",
-            default_value = vllmservice_controller::reconcile::build::DEFAULT_PROMETHEUS_ADDRESS,
-            value_parser = prometheus_address
-        )]
-        prometheus_address: String,
+        /// What the operator's flags put into the objects (as `run` takes them).
+        #[command(flatten)]
+        defaults: BuildArgs,
     },
     /// Print the operator's RBAC as YAML: the ClusterRole and the leader-election
     /// Role; with `--watch-namespace NS`, instead every Role, ClusterRole and
@@ -113,15 +107,8 @@ struct RunArgs {
     /// Watch only this namespace (default: all).
     #[arg(long, env = "VLLM_OPERATOR_NAMESPACE")]
     watch_namespace: Option<String>,
-    /// The Prometheus HTTP API that KEDA queries for a VLLMService's autoscaling
-    /// metric, unless its spec.autoscaling.prometheus.serverAddress says otherwise.
-    #[arg(
-        long,
-        env = "VLLM_OPERATOR_PROMETHEUS_ADDRESS",
-        default_value = vllmservice_controller::reconcile::build::DEFAULT_PROMETHEUS_ADDRESS,
-        value_parser = prometheus_address
-    )]
-    prometheus_address: String,
+    #[command(flatten)]
+    defaults: BuildArgs,
     /// Fill the watch caches from streamed lists (Kubernetes' WatchList,
     /// `sendInitialEvents`) where the API server offers them, instead of
     /// lists in pages of 100: a lower memory peak at start, since objects
@@ -172,6 +159,39 @@ struct RunArgs {
         default_value_t = 5
     )]
     leader_election_renew_grace_seconds: u64,
+}
+
+/// The flags of `run` (and `render`) that go into the objects the operator builds.
+#[derive(clap::Args, Debug, Clone)]
+struct BuildArgs {
+    /// The Prometheus HTTP API that KEDA queries for a VLLMService's autoscaling
+    /// metric, unless its spec.autoscaling.prometheus.serverAddress says otherwise.
+    #[arg(
+        long,
+        env = "VLLM_OPERATOR_PROMETHEUS_ADDRESS",
+        default_value = vllmservice_controller::reconcile::build::DEFAULT_PROMETHEUS_ADDRESS,
+        value_parser = prometheus_address
+    )]
+    prometheus_address: String,
+    /// How long a model download Job may run before Kubernetes stops it (its
+    /// activeDeadlineSeconds); ModelReady then says the deadline passed. Raise
+    /// it for models of several hundred GB on a slow link.
+    #[arg(
+        long,
+        env = "VLLM_OPERATOR_DOWNLOAD_DEADLINE_SECONDS",
+        default_value_t = vllmservice_controller::reconcile::build::DEFAULT_DOWNLOAD_DEADLINE_SECONDS,
+        value_parser = clap::value_parser!(i64).range(60..)
+    )]
+    download_deadline_seconds: i64,
+}
+
+impl BuildArgs {
+    fn defaults(&self) -> vllmservice_controller::reconcile::build::Defaults {
+        vllmservice_controller::reconcile::build::Defaults {
+            prometheus_address: self.prometheus_address.clone(),
+            download_deadline_seconds: self.download_deadline_seconds,
+        }
+    }
 }
 
 /// `--prometheus-address`: the rule of spec.autoscaling.prometheus.serverAddress, not empty.
@@ -244,10 +264,13 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
             file,
             filename,
             namespace,
-            prometheus_address,
+            defaults,
         } => {
             let file = file.or(filename).expect("clap requires one of them");
-            print!("{}", print::render(&file, &namespace, &prometheus_address)?);
+            print!(
+                "{}",
+                print::render(&file, &namespace, &defaults.defaults())?
+            );
             Ok(())
         }
         Command::Run(args) => run(args).await,
@@ -289,7 +312,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let Some(lease_namespace) = args.leader_election_namespace.clone() else {
         metrics.leader.set(1);
         tracing::info!("controller starting (no leader election)");
-        runtime::run(client, metrics, opts, shutdown_signal()).await;
+        runtime::run(client, metrics, opts, shutdown_signal()).await?;
         tracing::info!("controller stopped");
         return Ok(());
     };
@@ -329,7 +352,7 @@ fn controller_options(args: &RunArgs, health: Health) -> runtime::Options {
         namespace: args.watch_namespace.clone(),
         // The RBAC of watch-namespace mode grants no cluster-wide pod or node reads.
         gpu_accounting: args.watch_namespace.is_none(),
-        prometheus_address: args.prometheus_address.clone(),
+        defaults: args.defaults.defaults(),
         streaming_lists: args.streaming_lists,
         health,
         ..runtime::Options::default()

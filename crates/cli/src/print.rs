@@ -67,7 +67,7 @@ pub fn watch_namespace_rbac_yaml(namespace: &str, watch: &str) -> anyhow::Result
 pub fn render(
     file: &std::path::Path,
     namespace: &str,
-    prometheus_address: &str,
+    defaults: &vllmservice_controller::reconcile::build::Defaults,
 ) -> anyhow::Result<String> {
     use std::io::Read;
     let mut text = String::new();
@@ -105,7 +105,7 @@ pub fn render(
             "# ownerReferences[].uid is left empty: the API server assigns the VLLMService's UID.\n",
         );
     }
-    for object in vllmservice_controller::reconcile::build::objects(&valid, prometheus_address) {
+    for object in vllmservice_controller::reconcile::build::objects(&valid, defaults) {
         out.push_str("---\n");
         out.push_str(&serde_saphyr::to_string(&object)?);
     }

@@ -165,6 +165,7 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(10), task)
             .await
             .expect("the controller stops")
+            .unwrap()
             .unwrap();
         let (code, body) = get(addr, "/healthz").await;
         assert_eq!(code, 503, "{body}");

@@ -16,6 +16,10 @@ pub enum Error {
     #[error("the operator cannot read {}: its watch has not listed them yet{}", .0.resource,
         .0.error.as_deref().map(|e| format!(" ({e})")).unwrap_or_default())]
     CacheNotSynced(NotSynced),
+    /// The reconcile panicked (a bug): reported on this object and retried
+    /// with backoff; the other objects go on.
+    #[error("the reconcile panicked (a bug in the operator; please report it): {0}")]
+    Panicked(String),
 }
 
 /// The category of an error, used as a metric label.
@@ -40,13 +44,47 @@ impl Error {
     pub fn category(&self) -> Category {
         match self {
             Error::Kube(kube::Error::Api(e)) if e.code == 403 => Category::Forbidden,
-            Error::CacheNotSynced(NotSynced { error: Some(e), .. })
-                if e.contains("403") || e.to_lowercase().contains("forbidden") =>
-            {
-                Category::Forbidden
-            }
+            Error::CacheNotSynced(NotSynced {
+                forbidden: true, ..
+            }) => Category::Forbidden,
             _ => Category::Transient,
         }
+    }
+
+    /// The API server's answer, when the error is one.
+    pub fn api_status(&self) -> Option<&kube::core::Status> {
+        match self {
+            Error::Kube(kube::Error::Api(s)) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+/// Whether the API server said why with this cause (`details.causes[].reason`,
+/// e.g. `FieldValueDuplicate`, `NamespaceTerminating`): the structured
+/// answer, which does not change with the wording of the message.
+pub fn has_cause(status: &kube::core::Status, reason: &str) -> bool {
+    status
+        .details
+        .as_ref()
+        .is_some_and(|d| d.causes.iter().any(|c| c.reason == reason))
+}
+
+/// The namespace is being deleted: the API server's namespace lifecycle
+/// admission refuses new objects in it (403 with cause `NamespaceTerminating`).
+pub fn namespace_terminating(status: &kube::core::Status) -> bool {
+    status.code == 403 && has_cause(status, "NamespaceTerminating")
+}
+
+/// Whether a watch failed because RBAC refused it.
+pub fn watch_forbidden(e: &kube::runtime::watcher::Error) -> bool {
+    use kube::runtime::watcher::Error as W;
+    match e {
+        W::InitialListFailed(kube::Error::Api(s))
+        | W::WatchStartFailed(kube::Error::Api(s))
+        | W::WatchFailed(kube::Error::Api(s)) => s.code == 403,
+        W::WatchError(s) => s.code == 403,
+        _ => false,
     }
 }
 

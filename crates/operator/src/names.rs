@@ -65,10 +65,19 @@ pub fn child_name(vs: &VLLMService) -> String {
     vs.name_any()
 }
 
-/// The controller owner reference to `vs`.
+/// The controller owner reference to `vs`. A VLLMService read from the API
+/// server has a name and a uid; one without (only a manifest rendered
+/// offline) gets empty ones, which the API server would refuse, rather than
+/// a panic.
 pub fn owner_reference(vs: &VLLMService) -> OwnerReference {
-    vs.controller_owner_ref(&())
-        .expect("a VLLMService read from the API server has a name and uid")
+    OwnerReference {
+        api_version: VLLMService::api_version(&()).to_string(),
+        kind: VLLMService::kind(&()).to_string(),
+        name: vs.metadata.name.clone().unwrap_or_default(),
+        uid: vs.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: None,
+    }
 }
 
 /// Metadata of a child: name, namespace, labels and the controller owner reference.

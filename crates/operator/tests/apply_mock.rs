@@ -53,6 +53,12 @@ fn status(code: u16, reason: &str, message: &str) -> Value {
            "message": message, "reason": reason, "code": code})
 }
 
+/// `status` with the structured cause the API server adds to a refusal.
+fn with_cause(mut status: Value, reason: &str, field: &str) -> Value {
+    status["details"] = json!({"causes": [{"reason": reason, "field": field}]});
+    status
+}
+
 /// Answers `steps` in order, then checks that no further request came.
 async fn serve(handle: Handle<Request<Body>, Response<Body>>, steps: Vec<Step>) {
     let mut handle = pin!(handle);
@@ -248,10 +254,16 @@ async fn a_duplicate_entry_is_fixed_by_a_replace_that_keeps_other_managers_field
                 "PATCH",
                 &format!("{PATH}/qwen"),
                 422,
-                status(
-                    422,
-                    "Invalid",
-                    "Service \"qwen\" is invalid: spec.ports[1].name: Duplicate value: \"http\"",
+                // As the API server answers: the cause says which rule, the message
+                // only says it in words.
+                with_cause(
+                    status(
+                        422,
+                        "Invalid",
+                        "Service \"qwen\" is invalid: spec.ports[1].name: Duplicate value: \"http\"",
+                    ),
+                    "FieldValueDuplicate",
+                    "spec.ports[1].name",
                 ),
             ),
             step("PUT", &format!("{PATH}/qwen"), 200, cached.clone()).checking(|body, _| {

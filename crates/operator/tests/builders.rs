@@ -278,7 +278,7 @@ fn extra_args_come_last_after_tensor_parallelism_and_the_drain() {
 #[test]
 fn full_example_download_jobs() {
     let vs = example("full.yaml");
-    let downloads = build::downloads(&valid(&vs));
+    let downloads = build::downloads(&valid(&vs), &Default::default());
     let names: Vec<&str> = downloads.iter().map(|d| d.want.name.as_str()).collect();
     // The model's first, then the Hugging Face adapter's (the path adapter needs none).
     assert_eq!(names.len(), 2, "{names:?}");
@@ -294,7 +294,12 @@ fn a_download_job_is_shared_and_follows_the_revision() {
     b.metadata.name = Some("other-service".into());
     b.metadata.uid = Some("00000000-0000-0000-0000-000000000002".into());
     b.spec.model_name = "other".into();
-    let name = |vs: &VLLMService| build::downloads(&valid(vs))[0].want.name.clone();
+    let name = |vs: &VLLMService| {
+        build::downloads(&valid(vs), &Default::default())[0]
+            .want
+            .name
+            .clone()
+    };
     // Same claim, path, repository and revision: one Job for both.
     assert_eq!(name(&a), name(&b));
     let mut c = a.clone();
@@ -311,7 +316,7 @@ fn a_download_job_is_shared_and_follows_the_revision() {
     d.spec.model_path = "/data/models/elsewhere".into();
     assert_ne!(name(&a), name(&d));
     // The token is an environment variable from the Secret, never an argument.
-    let job = &build::downloads(&valid(&a))[0].job;
+    let job = &build::downloads(&valid(&a), &Default::default())[0].job;
     let container = &job
         .spec
         .as_ref()
@@ -369,7 +374,7 @@ fn model_image_deployment_mounts_the_image() {
     insta::assert_yaml_snapshot!(pod.volumes);
     let mount = &pod.containers[0].volume_mounts.as_ref().unwrap()[0];
     assert_eq!(mount.read_only, Some(true));
-    assert!(build::downloads(&valid(&vs)).is_empty());
+    assert!(build::downloads(&valid(&vs), &Default::default()).is_empty());
 }
 
 #[test]
@@ -566,6 +571,214 @@ proptest! {
             let quoted = build::promql::string(&vs.spec.model_name);
             let matcher = format!("model_name={quoted}");
             prop_assert!(so.spec.triggers[0].metadata["query"].contains(&matcher));
+        }
+    }
+}
+
+/// A Deployment as the API server may report it, in any state.
+fn arbitrary_deployment() -> impl Strategy<Value = k8s_openapi::api::apps::v1::Deployment> {
+    (
+        any::<i32>(),
+        (any::<i64>(), any::<i64>()),
+        prop::collection::vec((any::<i32>(), 0..4usize), 4),
+        prop::collection::vec((0..4usize, 0..3usize, text()), 0..3),
+        prop::option::of(text()),
+    )
+        .prop_map(
+            |(replicas, (generation, observed), counts, conditions, hash)| {
+                let types = ["Available", "Progressing", "ReplicaFailure", "Other"];
+                let statuses = ["True", "False", "Unknown"];
+                let reasons = [
+                    "NewReplicaSetAvailable",
+                    "ProgressDeadlineExceeded",
+                    "",
+                    "X",
+                ];
+                let conditions: Vec<_> = conditions
+                    .into_iter()
+                    .map(|(t, s, m)| {
+                        serde_json::json!({"type": types[t], "status": statuses[s],
+                        "reason": reasons[t], "message": m})
+                    })
+                    .collect();
+                let annotations = match hash {
+                    Some(h) => serde_json::json!({rollout::TEMPLATE_HASH_ANNOTATION: h}),
+                    None => serde_json::json!({}),
+                };
+                serde_json::from_value(serde_json::json!({
+                    "metadata": {"name": "qwen", "namespace": "ns", "generation": generation,
+                        "annotations": annotations},
+                    "spec": {"replicas": replicas, "selector": {}, "template": {}},
+                    "status": {"observedGeneration": observed, "replicas": counts[0].0,
+                        "readyReplicas": counts[1].0, "availableReplicas": counts[2].0,
+                        "updatedReplicas": counts[3].0, "conditions": conditions},
+                }))
+                .unwrap()
+            },
+        )
+}
+
+/// A pod of the service in any phase, with any container state.
+fn arbitrary_pod() -> impl Strategy<Value = k8s_openapi::api::core::v1::Pod> {
+    (0..5usize, any::<bool>(), 0..5usize, any::<i32>(), text(), any::<bool>()).prop_map(
+        |(phase, ready, state, code, message, deleting)| {
+            let phases = ["Pending", "Running", "Succeeded", "Failed", "Unknown"];
+            let state = match state {
+                0 => serde_json::json!({"waiting": {"reason": "CrashLoopBackOff", "message": message}}),
+                1 => serde_json::json!({"waiting": {"reason": "ImagePullBackOff", "message": message}}),
+                2 => serde_json::json!({"running": {"startedAt": "2026-01-01T00:00:00Z"}}),
+                3 => serde_json::json!({"terminated": {"exitCode": code, "reason": message}}),
+                _ => serde_json::json!({}),
+            };
+            let mut meta = serde_json::json!({"name": "qwen-1", "namespace": "ns",
+                "labels": {"app.kubernetes.io/instance": "qwen"}});
+            if deleting {
+                meta["deletionTimestamp"] = "2026-01-01T00:00:00Z".into();
+            }
+            serde_json::from_value(serde_json::json!({
+                "metadata": meta,
+                "status": {"phase": phases[phase],
+                    "conditions": [
+                        {"type": "Ready", "status": if ready { "True" } else { "False" }},
+                        {"type": "PodScheduled", "status": if phase == 0 { "False" } else { "True" },
+                         "reason": "Unschedulable", "message": message}],
+                    "containerStatuses": [{"name": "vllm", "ready": ready, "restartCount": code,
+                        "image": "i", "imageID": "", "state": state, "lastState": state}]},
+            }))
+            .unwrap()
+        },
+    )
+}
+
+/// A download in any state.
+fn arbitrary_download()
+-> impl Strategy<Value = vllmservice_controller::reconcile::seen::DownloadSeen> {
+    use vllmservice_controller::{diagnosis::hf_log::Failure, reconcile::seen::DownloadState};
+    (
+        0..4usize,
+        0..5usize,
+        any::<bool>(),
+        text(),
+        prop::option::of(text()),
+    )
+        .prop_map(|(state, failure, is_final, text, progress)| {
+            let failures = [
+                Failure::GatedRepo,
+                Failure::RepoNotFound,
+                Failure::RevisionNotFound,
+                Failure::DiskFull,
+                Failure::DownloadError,
+            ];
+            let state = match state {
+                0 => DownloadState::NotStarted,
+                1 => DownloadState::Running {
+                    progress,
+                    waiting: Some(text.clone()),
+                },
+                2 => DownloadState::Complete,
+                _ => DownloadState::Failed {
+                    failure: failures[failure],
+                    evidence: text.clone(),
+                    pod: progress,
+                    is_final,
+                },
+            };
+            vllmservice_controller::reconcile::seen::DownloadSeen {
+                name: "download-1".into(),
+                what: text.clone(),
+                field: "modelSource.huggingFace".into(),
+                target: "/models/m".into(),
+                job: None,
+                state,
+            }
+        })
+}
+
+/// What the apply step may report for a wanted child.
+fn outcome<K: Clone>(
+    want: &build::Want<K>,
+    pick: u8,
+) -> vllmservice_controller::reconcile::done::Outcome<K> {
+    use vllmservice_controller::reconcile::done::Outcome;
+    match (want, pick % 4) {
+        (build::Want::Present(k), 0 | 1) => Outcome::Live(k.clone()),
+        (build::Want::Present(_), 2) => Outcome::Foreign,
+        (build::Want::Present(_), _) => Outcome::Refused("denied".into()),
+        (build::Want::Absent, _) => Outcome::Absent,
+        (build::Want::Untouched, _) => Outcome::Untouched,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Build and status derivation take any spec validation lets through and any
+    /// state of the world the read step may see, and never panic: a panic here would
+    /// fail one object's reconcile (the runtime catches it), but it is a bug.
+    #[test]
+    fn build_and_status_never_panic_on_any_seen_state(
+        vs in arbitrary_service(),
+        apis in (any::<bool>(), any::<bool>(), any::<bool>()),
+        deployment in prop::option::of(arbitrary_deployment()),
+        pods in prop::collection::vec(arbitrary_pod(), 0..4),
+        downloads in prop::collection::vec(arbitrary_download(), 0..3),
+        storage in 0..4usize,
+        gateway in 0..4usize,
+        capacity in prop::option::of((0..3i64, 0..4usize, -2..6i64)),
+        picks in prop::collection::vec(any::<u8>(), 7),
+    ) {
+        use vllmservice_controller::{
+            optional_apis::Apis,
+            reconcile::{done::{Done, Outcome}, seen::{GatewaySeen, Storage}, status},
+        };
+        let Ok(vs) = vllmservice_api::validate(&vs) else { return Ok(()) };
+        let protocol = ["HTTP", "TCP", "HTTPS"][gateway % 3];
+        let gw: gateway_api::apis::standard::gateways::Gateway = serde_json::from_value(
+            serde_json::json!({"metadata": {"name": "gw", "namespace": "ns"},
+                "spec": {"gatewayClassName": "c", "listeners": [
+                    {"name": "http", "port": 80, "protocol": protocol}]}}),
+        ).unwrap();
+        let seen = Seen {
+            apis: Apis { gateway: apis.0, prometheus: apis.1, keda: apis.2 },
+            deployment: deployment.clone(),
+            pods,
+            downloads,
+            storage: [Storage::Missing, Storage::NotBound("Pending".into()), Storage::Bound,
+                Storage::Image][storage].clone(),
+            gateway: match gateway {
+                0 => GatewaySeen::NotLooked,
+                1 => GatewaySeen::Missing,
+                _ => GatewaySeen::Found(Box::new(gw)),
+            },
+            capacity: capacity.map(|(per_pod, nodes, fit)| Capacity {
+                per_pod: BTreeMap::from([("nvidia.com/gpu".to_string(), per_pod)]),
+                nodes,
+                free: BTreeMap::from([("nvidia.com/gpu".to_string(), fit.max(0) * per_pod)]),
+                pods_that_fit: fit,
+            }),
+            ..Seen::default()
+        };
+        let want = build::all(&vs, &seen, &build::Defaults::default());
+        let done = Done {
+            resolution: want.resolution.clone(),
+            deployment: match (picks[0] % 3, deployment) {
+                (0, Some(live)) => Outcome::Live(live),
+                (1, _) => Outcome::Foreign,
+                _ => Outcome::Live(want.deployment.clone()),
+            },
+            service: outcome(&build::Want::Present(want.service.clone()), picks[1]),
+            route: outcome(&want.route, picks[2]),
+            monitor: outcome(&want.monitor, picks[3]),
+            rule: outcome(&want.rule, picks[4]),
+            pdb: outcome(&want.pdb, picks[5]),
+            scaled_object: outcome(&want.scaled_object, picks[6]),
+            foreign_jobs: Vec::new(),
+        };
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let derived = status::derive(&vs, &seen, &done, now);
+        // The status always says something for every condition it sets.
+        for c in &derived.conditions {
+            prop_assert!(!c.type_.is_empty() && !c.reason.is_empty(), "{c:?}");
         }
     }
 }

@@ -84,13 +84,20 @@ where
 {
     pub store: Store<K>,
     ready: watch::Receiver<bool>,
-    last_error: Arc<Mutex<Option<String>>>,
+    last_error: Arc<Mutex<Option<WatchFailure>>>,
+}
+
+/// Why a watch failed last: its message, and whether RBAC refused it.
+#[derive(Debug, Clone)]
+struct WatchFailure {
+    message: String,
+    forbidden: bool,
 }
 
 /// The writing side of a [`Cache`]'s readiness, held by its watch.
 pub struct CacheFill {
     ready: watch::Sender<bool>,
-    last_error: Arc<Mutex<Option<String>>>,
+    last_error: Arc<Mutex<Option<WatchFailure>>>,
 }
 
 impl CacheFill {
@@ -102,7 +109,12 @@ impl CacheFill {
                 *self.last_error.lock().expect("cache error lock") = None;
             }
             Ok(_) => {}
-            Err(e) => *self.last_error.lock().expect("cache error lock") = Some(e.to_string()),
+            Err(e) => {
+                *self.last_error.lock().expect("cache error lock") = Some(WatchFailure {
+                    message: e.to_string(),
+                    forbidden: crate::error::watch_forbidden(e),
+                })
+            }
         }
     }
 }
@@ -143,10 +155,11 @@ where
         if self.is_ready() {
             return Ok(&self.store);
         }
-        let error = self.last_error.lock().expect("cache error lock").clone();
+        let failure = self.last_error.lock().expect("cache error lock").clone();
         Err(NotSynced {
             resource: K::plural(&K::DynamicType::default()).to_string(),
-            error,
+            forbidden: failure.as_ref().is_some_and(|f| f.forbidden),
+            error: failure.map(|f| f.message),
         })
     }
 
@@ -192,6 +205,8 @@ pub struct NotSynced {
     pub resource: String,
     /// The last error of its watch, if it failed (e.g. 403 Forbidden).
     pub error: Option<String>,
+    /// Whether RBAC refused the watch (fixing RBAC fixes it).
+    pub forbidden: bool,
 }
 
 /// The state being rebuilt by a (re-)list. A paged list starts with

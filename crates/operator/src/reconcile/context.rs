@@ -2,18 +2,13 @@
 //! metrics, the operator's settings, and per-object memory (retry counts, the
 //! statuses written that the cache does not show yet). No I/O of its own.
 
-use std::{
-    borrow::Cow,
-    collections::HashMap,
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::{borrow::Cow, sync::Arc, time::Duration};
 
 use kube::{
     Client, Resource,
     runtime::{
         events::{Recorder, Reporter},
-        reflector::{ObjectRef, Store},
+        reflector::Store,
     },
 };
 use vllmservice_api::{VLLMService, VLLMServiceStatus};
@@ -21,7 +16,8 @@ use vllmservice_api::{VLLMService, VLLMServiceStatus};
 use crate::{
     cache::{CachedService, Caches, StatusEchoes},
     optional_apis::Apis,
-    runtime::metrics::Metrics,
+    reconcile::build::Defaults,
+    runtime::{metrics::Metrics, retry::Failures},
 };
 
 /// The operator's settings that the reconciles read.
@@ -32,8 +28,8 @@ pub struct Settings {
     /// How long a new VLLMService's first status may wait for its pods
     /// (`status::settle`); zero writes it at once.
     pub status_settle: Duration,
-    /// Where KEDA queries Prometheus unless a spec says otherwise.
-    pub prometheus_address: String,
+    /// What the operator's flags put into the objects it builds.
+    pub defaults: Defaults,
     /// The namespace the controller watches (None: all).
     pub namespace: Option<String>,
 }
@@ -51,7 +47,7 @@ pub struct Context {
     pub recorder: Recorder,
     pub settings: Settings,
     /// Consecutive failures per object, for exponential backoff.
-    failures: Mutex<HashMap<ObjectRef<CachedService>, u32>>,
+    pub failures: Failures,
     /// The statuses written that the cache does not show yet.
     written: StatusEchoes,
 }
@@ -67,6 +63,7 @@ impl Context {
         services: Store<CachedService>,
         caches: Caches,
         written: StatusEchoes,
+        failures: Failures,
     ) -> Self {
         Context {
             recorder: Recorder::new(client.clone(), reporter),
@@ -76,7 +73,7 @@ impl Context {
             caches,
             metrics,
             settings,
-            failures: Mutex::default(),
+            failures,
             written,
         }
     }
@@ -94,18 +91,5 @@ impl Context {
                 .get(key)
                 .map(|c| c.meta().resource_version.clone())
         });
-    }
-
-    /// Counts a failed reconcile of `obj`; returns how many in a row.
-    pub fn failed(&self, obj: ObjectRef<CachedService>) -> u32 {
-        let mut f = self.failures.lock().expect("failures lock");
-        let n = f.entry(obj).or_default();
-        *n = n.saturating_add(1);
-        *n
-    }
-
-    /// Forgets the failures of `obj`: it reconciled, or it is gone.
-    pub fn succeeded(&self, obj: &ObjectRef<CachedService>) {
-        self.failures.lock().expect("failures lock").remove(obj);
     }
 }

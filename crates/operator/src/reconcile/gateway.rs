@@ -57,27 +57,27 @@ pub enum Resolution {
 }
 
 impl Resolution {
-    /// RouteReady before the route is written (or when it is not): None when
-    /// resolved, since then only the Gateway controller's verdict counts.
-    pub fn feature(&self) -> Option<Feature> {
+    /// The Gateway listener the route attaches to, or RouteReady saying why
+    /// there is none (once resolved, only the Gateway controller's verdict counts).
+    pub fn target(&self) -> Result<&Target, Feature> {
         let unresolved = |reason: &str, message: &str| Feature {
             status: Status::False,
             reason: reason.into(),
             message: message.into(),
         };
         match self {
-            Resolution::NotRequested => Some(Feature::ready(
+            Resolution::NotRequested => Err(Feature::ready(
                 "RouteNotRequired",
                 "spec.gatewayRef is not set",
             )),
-            Resolution::ApiMissing => Some(unresolved(
+            Resolution::ApiMissing => Err(unresolved(
                 "APINotInstalled",
                 &optional_apis::not_installed("Gateway API", &optional_apis::GATEWAY_CRDS),
             )),
-            Resolution::Resolved(_) => None,
-            Resolution::Missing { reason, message } => Some(unresolved(reason, message)),
+            Resolution::Resolved(target) => Ok(target),
+            Resolution::Missing { reason, message } => Err(unresolved(reason, message)),
             Resolution::WrongProtocol { message } => {
-                Some(unresolved("UnsupportedProtocol", message))
+                Err(unresolved("UnsupportedProtocol", message))
             }
         }
     }

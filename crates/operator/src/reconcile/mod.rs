@@ -43,7 +43,7 @@ pub async fn reconcile(obj: &CachedService, ctx: &Context) -> Result<Action> {
     };
     let now = Timestamp::now();
     let seen = read::gather(&spec, ctx, now).await?;
-    let want = build::all(&spec, &seen, &ctx.settings.prometheus_address);
+    let want = build::all(&spec, &seen, &ctx.settings.defaults);
     let next = requeue(&want.resolution, seen.recheck_after(), ctx.settings.resync);
     let done = match apply::converge(ctx, &vs, want, &seen).await {
         Ok(done) => done,

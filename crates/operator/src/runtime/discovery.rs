@@ -3,18 +3,11 @@
 //! watch of the CRDs that says when that changes, so that installing one
 //! later needs no operator restart. I/O: reads and watches CRDs.
 
-use std::time::Duration;
-
 use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::{
-    Api, Client, ResourceExt,
-    api::ListParams,
-    core::PartialObjectMeta,
-    runtime::{WatchStreamExt, watcher},
-};
+use kube::{Api, Client, ResourceExt, api::ListParams, core::PartialObjectMeta, runtime::watcher};
 
-use super::{backoff, watches::watch_backoff};
+use super::{retry::backoff, watches::relisting};
 use crate::optional_apis::{self, Apis, CrdConditions};
 
 /// Reads the optional APIs' CRDs; an API counts as installed when all its
@@ -49,37 +42,18 @@ pub async fn discover_until_ok(client: &Client) -> Apis {
 }
 
 /// Completes when the watches must be rebuilt: the set of installed optional
-/// APIs differs from `current`, or the connection to the API server was lost
-/// (e.g. it restarted) and is back.
-///
-/// After an API-server restart, watches that resume from their old
-/// resourceVersion were answered only after 1–4 minutes (with 410 Gone), so
-/// changes made meanwhile went unseen (docs/reliability.md). Fresh watches,
-/// which list first, are answered at once; rebuilding also re-reads every
-/// object, which is what a level-triggered controller should do after an outage.
+/// APIs differs from `current`. A lost connection is not a reason: each watch
+/// resumes by itself ([`relisting`]).
 pub async fn changed(client: Client, current: Apis) {
     let crds = Api::<PartialObjectMeta<CustomResourceDefinition>>::all(client.clone());
-    let mut events = watcher(crds, watcher::Config::default())
-        .backoff(watch_backoff())
-        .boxed();
+    let mut events = relisting(crds, watcher::Config::default()).boxed();
     // A (re-)list is checked once as a whole, not once per CRD in it: a CRD
     // installed between the discovery of `current` and the first list shows only there.
     while let Some(event) = events.next().await {
         let relevant = match event {
-            // The API server answered (with an error status, e.g. 403): still connected.
-            Err(
-                watcher::Error::WatchError(_)
-                | watcher::Error::InitialListFailed(kube::Error::Api(_))
-                | watcher::Error::WatchStartFailed(kube::Error::Api(_))
-                | watcher::Error::WatchFailed(kube::Error::Api(_)),
-            ) => continue,
             Err(e) => {
-                tracing::warn!(error = %e, "lost the connection to the API server");
-                while discover(&client).await.is_err() {
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                }
-                tracing::info!("the API server is reachable again");
-                return;
+                tracing::debug!(error = %e, "watching CRDs");
+                false
             }
             Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => false,
             Ok(watcher::Event::InitDone) => true,

@@ -6,6 +6,7 @@
 pub mod discovery;
 pub mod health;
 pub mod metrics;
+pub mod retry;
 pub mod watches;
 
 use std::{
@@ -30,6 +31,7 @@ use kube::{
         events::{EventType, Reporter},
         predicates,
         reflector::{ObjectRef, Store},
+        watcher,
     },
 };
 use tracing::Instrument;
@@ -39,7 +41,7 @@ use crate::{
         CachedPod, CachedService, Caches, NameIndex, Placement, PodIndex, PodLogs, StatusEchoes,
         placement::NodeView,
     },
-    error::Error,
+    error::{self, Error},
     events,
     kinds::{
         keda::ScaledObject,
@@ -49,13 +51,14 @@ use crate::{
     optional_apis::Apis,
     reconcile::{
         self,
-        build::DEFAULT_PROMETHEUS_ADDRESS,
+        build::Defaults,
         context::{Context, Settings},
         gateway::Target,
     },
 };
 use health::Health;
 use metrics::Metrics;
+use retry::Failures;
 use watches::{Keep, ListStrategy, Select, Watches, ignore, meta_only};
 
 /// Options of the controller loop.
@@ -81,9 +84,9 @@ pub struct Options {
     /// (rollout strategy Auto, the numbers of a blocked rollout). Needs the
     /// cluster-wide node and pod rules; off in watch-namespace mode.
     pub gpu_accounting: bool,
-    /// The Prometheus KEDA queries for a VLLMService whose
-    /// `spec.autoscaling.prometheus.serverAddress` is unset.
-    pub prometheus_address: String,
+    /// What the operator's flags put into the objects it builds (the
+    /// Prometheus KEDA queries, the download deadline).
+    pub defaults: Defaults,
     /// Fill the caches from streamed lists (WatchList) when the API server
     /// offers them; otherwise, and by default, from lists in pages.
     pub streaming_lists: bool,
@@ -100,27 +103,35 @@ impl Default for Options {
             namespace: None,
             health: Health::default(),
             gpu_accounting: true,
-            prometheus_address: DEFAULT_PROMETHEUS_ADDRESS.to_string(),
+            defaults: Defaults::default(),
             streaming_lists: false,
         }
     }
 }
 
+/// A watch task ended: the controller stops (and the process exits), since
+/// its cache would no longer change.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}; the controller stops")]
+pub struct WatchEnded(String);
+
 /// Runs the controller until `shutdown` completes. When an optional API (Gateway
 /// API, Prometheus Operator, KEDA) is installed or removed, the watches are rebuilt
 /// and every VLLMService is reconciled again; no restart of the process is needed.
+/// Every task it starts ends with it, also when the returned future is dropped
+/// (the leader lease lost).
 pub async fn run(
     client: Client,
     metrics: Arc<Metrics>,
     opts: Options,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
-) {
+) -> Result<(), WatchEnded> {
     let shutdown = shutdown.shared();
     opts.health.set_running(true);
-    loop {
+    let result = loop {
         let apis = tokio::select! {
             apis = discovery::discover_until_ok(&client) => apis,
-            _ = shutdown.clone() => break,
+            _ = shutdown.clone() => break Ok(()),
         };
         let lists = match opts.streaming_lists {
             true => ListStrategy::probe(&client).await,
@@ -133,23 +144,29 @@ pub async fn run(
             streaming_lists = lists == ListStrategy::Streaming,
             "optional APIs"
         );
-        // This incarnation stops at shutdown or when an optional API comes or goes.
-        let changed = tokio::spawn(discovery::changed(client.clone(), apis));
-        let watching_crds = changed.abort_handle();
+        // This incarnation stops at shutdown or when an optional API comes or
+        // goes. The CRD watch runs in a task of its own (the stop future must
+        // be Sync), in a JoinSet so that it is aborted with this future.
+        let mut crd_watch = tokio::task::JoinSet::new();
+        crd_watch.spawn(discovery::changed(client.clone(), apis));
         let stop = {
             let shutdown = shutdown.clone();
             async move {
-                tokio::select! { _ = shutdown => {}, _ = changed => {} }
+                tokio::select! { _ = shutdown => {}, _ = crd_watch.join_next() => {} }
             }
         };
-        run_watches(client.clone(), metrics.clone(), &opts, apis, lists, stop).await;
-        watching_crds.abort();
+        if let Err(e) = run_watches(client.clone(), metrics.clone(), &opts, apis, lists, stop).await
+        {
+            tracing::error!(error = %e, "stopping");
+            break Err(e);
+        }
         if shutdown.clone().now_or_never().is_some() {
-            break;
+            break Ok(());
         }
         tracing::info!("rebuilding watches");
-    }
+    };
     opts.health.set_running(false);
+    result
 }
 
 /// The label KEDA puts on its HPAs (and ScaledObjects): the ScaledObject's name.
@@ -168,7 +185,7 @@ async fn run_watches(
     apis: Apis,
     lists: ListStrategy,
     stop: impl Future<Output = ()> + Send + Sync + 'static,
-) {
+) -> Result<(), WatchEnded> {
     let mut w = Watches::new(client.clone(), opts.namespace.clone(), lists);
     opts.health.set_caches_synced(false);
 
@@ -181,12 +198,18 @@ async fn run_watches(
     // The statuses written that the cache does not show yet: each goes once
     // the cache holds a newer copy of its VLLMService.
     let echoes = StatusEchoes::default();
+    let failures = Failures::default();
     let (vllm_cache, vllm_services) = {
-        let (claims, echoes) = (claims.clone(), echoes.clone());
+        let (claims, echoes, failures) = (claims.clone(), echoes.clone(), failures.clone());
         w.cache::<CachedService, _>(
             Select::All,
             Keep::Every,
-            move |e| claims.saw(e),
+            move |e| {
+                claims.saw(e);
+                if let Ok(watcher::Event::Delete(vs)) = e {
+                    failures.forget(&ObjectRef::from_obj(vs));
+                }
+            },
             move |vs| {
                 echoes.cached(&vs);
                 vs
@@ -342,14 +365,8 @@ async fn run_watches(
                 tracing::warn!(timeout = ?CACHE_SYNC_TIMEOUT, "some watch caches are not filled; starting anyway");
             }
         }
-        _ = stop.clone() => return,
+        _ = stop.clone() => return Ok(()),
     }
-    let health = opts.health.clone();
-    w.tasks.spawn(async move {
-        all_synced().await;
-        health.set_caches_synced(true);
-    });
-
     let reporter = Reporter {
         controller: opts.reporter.clone(),
         instance: opts.instance.clone(),
@@ -357,13 +374,13 @@ async fn run_watches(
     let settings = Settings {
         resync: opts.resync,
         status_settle: opts.status_settle,
-        prometheus_address: opts.prometheus_address.clone(),
+        defaults: opts.defaults.clone(),
         namespace: opts.namespace.clone(),
     };
     let ctx = Arc::new(Context::new(
-        client, metrics, reporter, settings, apis, store, caches, echoes,
+        client, metrics, reporter, settings, apis, store, caches, echoes, failures,
     ));
-    controller
+    let reconciling = controller
         .with_config(controller::Config::default().concurrency(opts.concurrency))
         .graceful_shutdown_on(stop)
         .run(reconcile_guarded, error_policy, ctx)
@@ -371,9 +388,19 @@ async fn run_watches(
             if let Err(e) = res {
                 tracing::debug!(error = %e, "reconcile loop");
             }
-        })
-        .await;
-    // Dropping `w` aborts the watch tasks.
+        });
+    let health = opts.health.clone();
+    let ready = async move {
+        all_synced().await;
+        health.set_caches_synced(true);
+        std::future::pending::<()>().await
+    };
+    // Dropping `w` (at the end of this incarnation) aborts the watch tasks.
+    tokio::select! {
+        _ = reconciling => Ok(()),
+        ended = w.ended() => Err(WatchEnded(ended)),
+        _ = ready => Ok(()),
+    }
 }
 
 /// The claim a VLLMService mounts (`spec.storage.pvcName`).
@@ -415,11 +442,16 @@ async fn reconcile_guarded(obj: Arc<CachedService>, ctx: Arc<Context>) -> Result
         namespace = obj.namespace().unwrap_or_default(),
         name = obj.name_any()
     );
-    let result = match reconcile::reconcile(&obj, &ctx).instrument(span).await {
+    // A panic stays with its object: caught here, it fails this reconcile only,
+    // instead of ending the controller (and crash-looping the operator).
+    let reconciled =
+        std::panic::AssertUnwindSafe(reconcile::reconcile(&obj, &ctx).instrument(span))
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|panic| Err(Error::Panicked(panic_message(panic.as_ref()))));
+    let result = match reconciled {
         // The namespace is being deleted: the children go with it; nothing to retry.
-        Err(Error::Kube(kube::Error::Api(e)))
-            if e.code == 403 && e.message.contains("being terminated") =>
-        {
+        Err(e) if e.api_status().is_some_and(error::namespace_terminating) => {
             Ok(Action::await_change())
         }
         other => other,
@@ -428,10 +460,30 @@ async fn reconcile_guarded(obj: Arc<CachedService>, ctx: Arc<Context>) -> Result
         .reconcile_duration
         .observe(started.elapsed().as_secs_f64());
     ctx.metrics.reconciles_in_flight.dec();
-    if result.is_ok() {
-        ctx.succeeded(&ObjectRef::from_obj(obj.as_ref()));
+    let key = ObjectRef::from_obj(obj.as_ref());
+    match &result {
+        Ok(_) => ctx.failures.forget(&key),
+        Err(err) => {
+            // One event when an object starts failing, not one per retry. Sent
+            // here, inside the reconcile, so that it ends with the controller
+            // (e.g. when the leader lease is lost) instead of outliving it.
+            if let (1, Ok(vs)) = (ctx.failures.failed(key), &obj.0) {
+                let category = err.category().as_str();
+                let note = format!("reconcile failed ({category}), retrying with backoff: {err}");
+                events::publish(&ctx, vs, EventType::Warning, "ReconcileFailed", &note, None).await;
+            }
+        }
     }
     result
+}
+
+/// What a panic said (its payload is a `&str` or a `String` when it has a message).
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".into())
 }
 
 fn error_policy(obj: Arc<CachedService>, err: &Error, ctx: Arc<Context>) -> Action {
@@ -442,8 +494,8 @@ fn error_policy(obj: Arc<CachedService>, err: &Error, ctx: Arc<Context>) -> Acti
             category: category.to_string(),
         })
         .inc();
-    let failures = ctx.failed(ObjectRef::from_obj(obj.as_ref()));
-    let delay = backoff(failures);
+    let failures = ctx.failures.count(&ObjectRef::from_obj(obj.as_ref()));
+    let delay = retry::backoff(failures);
     tracing::warn!(
         namespace = obj.namespace().unwrap_or_default(),
         name = obj.name_any(),
@@ -453,43 +505,13 @@ fn error_policy(obj: Arc<CachedService>, err: &Error, ctx: Arc<Context>) -> Acti
         error = %err,
         "reconcile failed"
     );
-    // One event when an object starts failing, not one per retry.
-    if let (1, Ok(vs)) = (failures, &obj.0) {
-        let (ctx, vs) = (ctx.clone(), vs.clone());
-        let note = format!("reconcile failed ({category}), retrying with backoff: {err}");
-        tokio::spawn(async move {
-            events::publish(
-                &ctx,
-                &vs,
-                EventType::Warning,
-                "ReconcileFailed",
-                &note,
-                None,
-            )
-            .await;
-        });
-    }
     Action::requeue(delay)
-}
-
-/// Exponential backoff: 1s, 2s, 4s ... capped at 256s.
-pub fn backoff(failures: u32) -> Duration {
-    Duration::from_secs(1u64 << failures.saturating_sub(1).min(8)).min(Duration::from_secs(300))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn backoff_doubles_and_is_capped() {
-        assert_eq!(backoff(1), Duration::from_secs(1));
-        assert_eq!(backoff(2), Duration::from_secs(2));
-        assert_eq!(backoff(5), Duration::from_secs(16));
-        assert_eq!(backoff(40), Duration::from_secs(256));
-        assert_eq!(backoff(u32::MAX), Duration::from_secs(256));
-    }
 
     #[test]
     fn the_claim_of_a_service_is_its_pvc_name() {

@@ -81,6 +81,50 @@ pub fn watch_backoff() -> watcher::ExponentialBackoff {
         .into()
 }
 
+/// The watch of `api`, started afresh (with a list) when its connection to
+/// the API server is lost while watching. Only this watch lists again; the
+/// others resume on their own when their connections go too.
+///
+/// A watch resumed from its old resourceVersion after an API-server restart
+/// was answered only after 50-140 s, with 410 Gone (docs/reliability.md), so
+/// changes made meanwhile went unseen; a fresh list is answered at once. An
+/// error the API server answered (a 403, a 410) is left to kube's watcher,
+/// which retries with [`watch_backoff`] or lists again itself.
+pub fn relisting<K>(
+    api: Api<K>,
+    config: watcher::Config,
+) -> impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let fresh = move || {
+        watcher(api.clone(), config.clone())
+            .backoff(watch_backoff())
+            .boxed()
+    };
+    let first = fresh();
+    futures::stream::unfold((first, fresh), |(mut inner, fresh)| async move {
+        let item = inner.next().await?;
+        if lost_while_watching(&item) {
+            inner = fresh();
+        }
+        Some((item, (inner, fresh)))
+    })
+}
+
+/// The connection broke while watching (not while listing: a failed list is
+/// retried by the watcher with its backoff, and a new watcher would retry at once).
+fn lost_while_watching<K>(item: &watcher::Result<watcher::Event<K>>) -> bool {
+    use kube::Error as E;
+    matches!(
+        item,
+        Err(
+            watcher::Error::WatchStartFailed(E::HyperError(_) | E::Service(_) | E::ReadEvents(_))
+                | watcher::Error::WatchFailed(E::HyperError(_) | E::Service(_) | E::ReadEvents(_))
+        )
+    )
+}
+
 /// Which objects of a kind a watch asks for.
 #[derive(Debug, Clone, Copy)]
 pub enum Select {
@@ -104,12 +148,16 @@ pub enum Keep {
     Only(fn(&ObjectMeta) -> bool),
 }
 
-/// The watches of one incarnation of the controller, and the tasks they run in.
+/// The watches of one incarnation of the controller, and the tasks they run
+/// in. A watch never ends by itself (it retries every error), so a task that
+/// ends, or panics, is a bug: [`Watches::ended`] says which, and the
+/// controller stops rather than go on with a cache that no longer changes.
+/// Dropping `Watches` aborts every task.
 pub struct Watches {
     pub client: Client,
     namespace: Option<String>,
     lists: ListStrategy,
-    pub tasks: JoinSet<()>,
+    tasks: JoinSet<String>,
 }
 
 impl Watches {
@@ -119,6 +167,17 @@ impl Watches {
             namespace,
             lists,
             tasks: JoinSet::new(),
+        }
+    }
+
+    /// Completes when a watch task ends, with what ended and how: the resource
+    /// it watched, or its panic. Pending while no watch runs.
+    pub async fn ended(&mut self) -> String {
+        match self.tasks.join_next().await {
+            Some(Ok(resource)) => format!("the watch of {resource} ended"),
+            Some(Err(e)) if e.is_panic() => format!("a watch task panicked: {e}"),
+            Some(Err(e)) => format!("a watch task was cancelled: {e}"),
+            None => std::future::pending().await,
         }
     }
 
@@ -174,8 +233,7 @@ impl Watches {
         // Unbounded: the watch must never wait for the controller, or the cache
         // would not fill before the controller starts.
         let (tx, rx) = futures::channel::mpsc::unbounded();
-        let stream = watcher(self.api::<K>(select), self.config(select))
-            .backoff(watch_backoff())
+        let stream = relisting(self.api::<K>(select), self.config(select))
             .inspect(move |event| {
                 fill.saw(event);
                 on_event(event);
@@ -185,13 +243,15 @@ impl Watches {
             .reflect(writer)
             .touched_objects()
             .map_ok(trigger);
+        let resource = K::plural(&()).to_string();
         self.tasks.spawn(async move {
             let mut stream = std::pin::pin!(stream);
             while let Some(item) = stream.next().await {
                 if tx.unbounded_send(item).is_err() {
-                    return;
+                    break;
                 }
             }
+            resource
         });
         (cache, rx)
     }
@@ -204,13 +264,14 @@ impl Watches {
     ) where
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     {
-        let api = Api::all(self.client.clone());
-        let stream = watcher(api, self.config(select)).backoff(watch_backoff());
+        let stream = relisting(Api::all(self.client.clone()), self.config(select));
+        let resource = K::plural(&()).to_string();
         self.tasks.spawn(async move {
             let mut stream = std::pin::pin!(stream);
             while let Some(event) = stream.next().await {
                 on_event(&event);
             }
+            resource
         });
     }
 }

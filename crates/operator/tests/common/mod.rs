@@ -23,7 +23,7 @@ pub const WAIT: Duration = Duration::from_secs(60);
 pub struct Operator {
     pub metrics: Arc<Metrics>,
     stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<()>>,
+    task: Option<JoinHandle<Result<(), runtime::WatchEnded>>>,
 }
 
 impl Operator {
@@ -80,7 +80,10 @@ impl Operator {
         .expect("operator client");
         let opts = runtime::Options {
             namespace: Some(ns.to_string()),
-            prometheus_address: prometheus_address.to_string(),
+            defaults: vllmservice_controller::reconcile::build::Defaults {
+                prometheus_address: prometheus_address.to_string(),
+                ..Default::default()
+            },
             ..runtime::Options::default()
         };
         Self::start_with_options(client, metrics, opts)

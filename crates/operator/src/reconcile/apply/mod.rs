@@ -88,7 +88,9 @@ pub async fn converge(ctx: &Context, vs: &VLLMService, want: Desired, seen: &See
 /// A write an admission webhook refused, as an outcome the status reports
 /// (KEDA's webhook refuses a second autoscaler of the same target, which only
 /// a change elsewhere resolves), instead of a reconcile error that would stop
-/// every other status update.
+/// every other status update. The API server marks a webhook's refusal only
+/// in its message (`admission webhook "<name>" denied the request: ...`; the
+/// code and reason are whatever the webhook chose), so the message decides.
 fn refused_by_webhook<K>(result: Result<Outcome<K>>) -> Result<Outcome<K>> {
     match result {
         Err(Error::Kube(kube::Error::Api(e)))

@@ -106,7 +106,8 @@ where
             // The copy the decision was made on was stale: decide again on the object as it is.
             Err(kube::Error::Api(e)) if e.code == 409 => live = api.get_opt(&name).await?,
             Err(kube::Error::Api(e)) if is_duplicate_entry(&e) => {
-                let replacement = replacement(&stamp, &current, resource_version);
+                let replacement = replacement(&stamp, &current, resource_version)
+                    .map_err(kube::Error::SerdeError)?;
                 let params = PostParams {
                     field_manager: Some(FIELD_MANAGER.into()),
                     ..PostParams::default()
@@ -137,8 +138,9 @@ where
 /// "http"`). Apply merges lists by key and cannot remove the other manager's
 /// entry, so every apply is refused; a replace with our list is accepted.
 /// Every other 422 is the spec's problem and is reported, not worked around.
+/// Told by the refusal's cause, `FieldValueDuplicate`, not by its wording.
 fn is_duplicate_entry(e: &kube::core::Status) -> bool {
-    e.code == 422 && e.message.contains("Duplicate value")
+    e.code == 422 && crate::error::has_cause(e, "FieldValueDuplicate")
 }
 
 /// Our entries in `live`'s managedFields made by a create or a replace (as
@@ -196,7 +198,7 @@ fn replacement<K: Resource + Serialize + DeserializeOwned>(
     desired: &Value,
     live: &K,
     resource_version: String,
-) -> K {
+) -> serde_json::Result<K> {
     let mut merged = serde_json::to_value(live).expect("Kubernetes objects serialize to JSON");
     overlay(&mut merged, desired);
     let meta = &mut merged["metadata"];
@@ -207,9 +209,7 @@ fn replacement<K: Resource + Serialize + DeserializeOwned>(
     if let Value::Object(o) = &mut merged {
         o.remove("status");
     }
-    // From text, not `from_value`: the one JSON reader every kind's parser is
-    // built for (a second reader would build each kind's parser again).
-    serde_json::from_value(merged).expect("the merged object deserializes as its own kind")
+    serde_json::from_value(merged)
 }
 
 /// Sets every field of `top` in `base`, merging objects key by key.

@@ -148,7 +148,9 @@ fn model_volume(vs: &Valid<'_>) -> Volume {
         (None, claim) => Volume {
             name: MODEL_VOLUME.into(),
             persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                claim_name: claim.clone().expect("validated: a claim unless an image"),
+                // Validation requires a claim unless the model is an image;
+                // an empty name would be refused by the API server, not panic here.
+                claim_name: claim.clone().unwrap_or_default(),
                 read_only: Some(s.storage.read_only),
             }),
             ..Volume::default()

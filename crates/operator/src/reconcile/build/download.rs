@@ -19,7 +19,10 @@ use k8s_openapi::{
 use kube::ResourceExt;
 use vllmservice_api::Valid;
 
-use super::pod::{container_security, pod_base};
+use super::{
+    Defaults,
+    pod::{container_security, pod_base},
+};
 use crate::{
     names,
     reconcile::downloads::{
@@ -39,18 +42,18 @@ pub struct Download {
 }
 
 /// Every download `vs` needs with its Job, the model's first.
-pub fn downloads(vs: &Valid<'_>) -> Vec<Download> {
+pub fn downloads(vs: &Valid<'_>, defaults: &Defaults) -> Vec<Download> {
     downloads::wanted(vs)
         .into_iter()
         .map(|want| Download {
-            job: job(vs, &want),
+            job: job(vs, &want, defaults.download_deadline_seconds),
             want,
         })
         .collect()
 }
 
-/// The Job that runs `want`.
-fn job(vs: &Valid<'_>, want: &Wanted) -> Job {
+/// The Job that runs `want`, stopped after `deadline_seconds`.
+fn job(vs: &Valid<'_>, want: &Wanted, deadline_seconds: i64) -> Job {
     let s = &vs.spec;
     let (hf, target) = (&want.source, want.target.as_str());
     let mut env = vec![
@@ -170,6 +173,7 @@ fn job(vs: &Valid<'_>, want: &Wanted) -> Job {
         },
         spec: Some(JobSpec {
             backoff_limit: Some(BACKOFF_LIMIT),
+            active_deadline_seconds: Some(deadline_seconds),
             template,
             ..JobSpec::default()
         }),

@@ -25,6 +25,29 @@ pub use httproute::httproute;
 pub use pdb::disruption_budget;
 pub use prometheusrule::prometheusrule;
 pub use scaledobject::{DEFAULT_PROMETHEUS_ADDRESS, scaledobject};
+
+/// What the operator's own settings (its flags) put into the objects it builds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Defaults {
+    /// Where KEDA queries Prometheus unless the spec says otherwise.
+    pub prometheus_address: String,
+    /// How long a download Job may run before Kubernetes stops it
+    /// (`activeDeadlineSeconds`): a stalled download does not hold its claim
+    /// and keep the service waiting forever.
+    pub download_deadline_seconds: i64,
+}
+
+/// 12 hours: a 700 GB model at 200 Mbit/s takes about 8.
+pub const DEFAULT_DOWNLOAD_DEADLINE_SECONDS: i64 = 12 * 3600;
+
+impl Default for Defaults {
+    fn default() -> Self {
+        Defaults {
+            prometheus_address: DEFAULT_PROMETHEUS_ADDRESS.to_string(),
+            download_deadline_seconds: DEFAULT_DOWNLOAD_DEADLINE_SECONDS,
+        }
+    }
+}
 pub use service::service;
 pub use servicemonitor::{monitoring_labels, servicemonitor};
 
@@ -80,15 +103,14 @@ pub struct Desired {
     pub scaled_object: Want<ScaledObject>,
 }
 
-/// The children `vs` should have, given what the read step saw;
-/// `prometheus_address` is where KEDA queries unless the spec says otherwise.
-pub fn all(vs: &Valid<'_>, seen: &Seen, prometheus_address: &str) -> Desired {
+/// The children `vs` should have, given what the read step saw and the
+/// operator's `defaults`.
+pub fn all(vs: &Valid<'_>, seen: &Seen, defaults: &Defaults) -> Desired {
     let resolution = gateway::resolve(vs, seen);
     let route = match (&resolution, seen.apis.gateway) {
         (_, false) => Want::Untouched,
-        (Resolution::Resolved(_), true) => {
-            Want::Present(httproute(vs).expect("a resolved gatewayRef is set"))
-        }
+        // Resolved implies a gatewayRef, hence a route; were it not so, no route.
+        (Resolution::Resolved(_), true) => httproute(vs).map_or(Want::Absent, Want::Present),
         (_, true) => Want::Absent,
     };
     let hold_deployment = seen
@@ -98,31 +120,36 @@ pub fn all(vs: &Valid<'_>, seen: &Seen, prometheus_address: &str) -> Desired {
     Desired {
         deployment: deployment(vs, seen),
         hold_deployment,
-        downloads: downloads(vs),
+        downloads: downloads(vs, defaults),
         service: service(vs),
         resolution,
         route,
         monitor: Want::optional(seen.apis.prometheus, servicemonitor(vs)),
         rule: Want::optional(seen.apis.prometheus, prometheusrule(vs)),
         pdb: Want::optional(true, disruption_budget(vs)),
-        scaled_object: Want::optional(seen.apis.keda, scaledobject(vs, prometheus_address)),
+        scaled_object: Want::optional(
+            seen.apis.keda,
+            scaledobject(vs, &defaults.prometheus_address),
+        ),
     }
 }
 
 /// Every object the operator can make for `vs`, in apply order, as JSON, as
 /// if every optional API were installed and the Gateway resolved: what
-/// `vllmservice-operator render` prints (with the operator's
-/// `prometheus_address`).
-pub fn objects(vs: &Valid<'_>, prometheus_address: &str) -> Vec<serde_json::Value> {
+/// `vllmservice-operator render` prints (with the operator's `defaults`).
+pub fn objects(vs: &Valid<'_>, defaults: &Defaults) -> Vec<serde_json::Value> {
     fn json<T: serde::Serialize>(o: T) -> serde_json::Value {
         serde_json::to_value(o).expect("Kubernetes objects serialize to JSON")
     }
-    let mut out: Vec<serde_json::Value> = downloads(vs).into_iter().map(|d| json(d.job)).collect();
+    let mut out: Vec<serde_json::Value> = downloads(vs, defaults)
+        .into_iter()
+        .map(|d| json(d.job))
+        .collect();
     out.extend([json(deployment(vs, &Seen::default())), json(service(vs))]);
     out.extend(disruption_budget(vs).map(json));
     out.extend(httproute(vs).map(json));
     out.extend(servicemonitor(vs).map(json));
     out.extend(prometheusrule(vs).map(json));
-    out.extend(scaledobject(vs, prometheus_address).map(json));
+    out.extend(scaledobject(vs, &defaults.prometheus_address).map(json));
     out
 }

@@ -130,13 +130,24 @@ async fn download_state(ctx: &Context, api: &Api<Pod>, job: &Job, pods: &[Pod]) 
         };
     }
     if is_final {
-        let message = job
+        let failed = job
             .status
             .as_ref()
             .and_then(|s| s.conditions.as_ref())
-            .and_then(|cs| cs.iter().find(|c| c.type_ == "Failed"))
-            .and_then(|c| c.message.clone())
-            .unwrap_or_else(|| "the Job failed".into());
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "Failed"));
+        let deadline = job.spec.as_ref().and_then(|s| s.active_deadline_seconds);
+        let message = match (failed.and_then(|c| c.reason.as_deref()), deadline) {
+            // The job controller stops the pod and says only "Job was active
+            // longer than specified deadline": say which deadline and what to do.
+            (Some("DeadlineExceeded"), Some(seconds)) => format!(
+                "the download ran longer than its deadline of {seconds} s (the operator's \
+                 --download-deadline-seconds); raise it, or delete Job {} to start again",
+                job.name_any()
+            ),
+            _ => failed
+                .and_then(|c| c.message.clone())
+                .unwrap_or_else(|| "the Job failed".into()),
+        };
         return DownloadState::Failed {
             failure: hf_log::Failure::DownloadError,
             evidence: message,

@@ -11,7 +11,7 @@ use crate::{
     names, optional_apis,
     reconcile::{
         done::{Done, Outcome},
-        gateway::{self, Resolution},
+        gateway,
         seen::{Seen, Storage},
     },
 };
@@ -61,11 +61,9 @@ pub fn monitoring_conflict(done: &Done) -> bool {
 
 /// RouteReady: the resolution of the gatewayRef, then the Gateway controller's verdict.
 pub fn route_ready(vs: &Valid<'_>, done: &Done) -> Feature {
-    if let Some(f) = done.resolution.feature() {
-        return f;
-    }
-    let Resolution::Resolved(target) = &done.resolution else {
-        unreachable!("only a resolved gatewayRef has no feature of its own")
+    let target = match done.resolution.target() {
+        Ok(target) => target,
+        Err(unresolved) => return unresolved,
     };
     match &done.route {
         Outcome::Live(live) => gateway::route_readiness(live, target),

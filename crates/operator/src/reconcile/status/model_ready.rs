@@ -72,7 +72,8 @@ pub fn condition(vs: &Valid<'_>, downloads: &[DownloadSeen]) -> Option<Cond> {
                     d.what, d.target, d.name
                 ))
             }
-            DownloadState::Failed { .. } => unreachable!("failures are reported above"),
+            // Reported above, before any pending one.
+            DownloadState::Failed { .. } => None,
         })
         .collect();
     if !pending.is_empty() {
