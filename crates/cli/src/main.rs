@@ -66,8 +66,13 @@ enum Command {
         #[arg(long, default_value = vllmservice_controller::rbac::DEFAULT_NAMESPACE)]
         namespace: String,
         /// Grant the operator's rights in this namespace only (a Role and RoleBinding).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "user_roles")]
         watch_namespace: Option<String>,
+        /// Print instead the ClusterRoles for people: reading VLLMServices
+        /// aggregated into Kubernetes' view, edit and admin roles, writing them
+        /// into edit and admin.
+        #[arg(long)]
+        user_roles: bool,
     },
 }
 
@@ -247,8 +252,15 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Rbac {
+            user_roles: true, ..
+        } => {
+            print!("{}", print::user_roles_yaml()?);
+            Ok(())
+        }
+        Command::Rbac {
             namespace,
             watch_namespace: None,
+            ..
         } => {
             print!("{}", print::rbac_yaml(&namespace)?);
             Ok(())
@@ -256,6 +268,7 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Rbac {
             namespace,
             watch_namespace: Some(watch),
+            ..
         } => {
             print!("{}", print::watch_namespace_rbac_yaml(&namespace, &watch)?);
             Ok(())

@@ -32,6 +32,22 @@ pub fn rbac_yaml(namespace: &str) -> anyhow::Result<String> {
     ))
 }
 
+/// The ClusterRoles for people, as checked in at `config/rbac/user-roles.yaml`.
+pub fn user_roles_yaml() -> anyhow::Result<String> {
+    use vllmservice_controller::rbac;
+    let docs = rbac::user_roles()
+        .iter()
+        .map(serde_saphyr::to_string)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(format!(
+        "# Generated from crates/operator/src/rbac.rs by vllmservice-operator; do not edit.\n\
+         # Regenerate with: cargo run -p vllmservice-operator -- rbac --user-roles > config/rbac/user-roles.yaml\n\
+         # For people, not the operator: Kubernetes' view role (in a namespace) reads VLLMServices,\n\
+         # edit and admin also create, change and delete them (never their status).\n{}",
+        docs.join("---\n")
+    ))
+}
+
 /// Every RBAC object of watch-namespace mode, as checked in (for the example
 /// namespaces) at `config/rbac/watch-namespace.yaml`.
 pub fn watch_namespace_rbac_yaml(namespace: &str, watch: &str) -> anyhow::Result<String> {

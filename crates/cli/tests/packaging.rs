@@ -137,6 +137,21 @@ fn checked_in_rbac_matches_generated() {
 }
 
 #[test]
+fn checked_in_user_roles_match_generated() {
+    const CHECKED_IN: &str = "config/rbac/user-roles.yaml";
+    let generated = operator(&["rbac", "--user-roles"]);
+    assert!(
+        read(CHECKED_IN) == generated,
+        "{CHECKED_IN} is out of date with crates/operator/src/rbac.rs; regenerate with `hack/gen-install.sh`"
+    );
+    let roles: Vec<ClusterRole> = documents(&generated)
+        .iter()
+        .map(|d| serde_saphyr::from_str(d).unwrap())
+        .collect();
+    assert_eq!(roles, rbac::user_roles());
+}
+
+#[test]
 fn install_yaml_and_chart_are_generated_from_config() {
     let out = Command::new(testkit::repo_path("hack/gen-install.sh"))
         .arg("--check")
@@ -204,6 +219,8 @@ fn helm_template_renders_the_values() {
         k,
         [
             "ClusterRole",
+            "ClusterRole",
+            "ClusterRole",
             "ClusterRoleBinding",
             "Deployment",
             "Role",
@@ -212,11 +229,31 @@ fn helm_template_renders_the_values() {
             "ServiceAccount"
         ]
     );
-    // The RBAC rules are the generated ones.
-    let role: ClusterRole = only(&default, "ClusterRole");
+    // The RBAC rules are the generated ones; the user roles are shipped as generated.
+    let cluster_roles: Vec<ClusterRole> = documents(&default)
+        .iter()
+        .filter(|d| kind_of(d) == "ClusterRole")
+        .map(|d| serde_saphyr::from_str(d).unwrap())
+        .collect();
+    let (users, operator): (Vec<_>, Vec<_>) = cluster_roles.into_iter().partition(|r| {
+        r.metadata
+            .name
+            .as_deref()
+            .is_some_and(|n| n.starts_with("vllmservice-operator-"))
+    });
+    assert_eq!(users, rbac::user_roles());
+    assert_eq!(operator.len(), 1);
     assert_eq!(
-        role.rules,
+        operator[0].rules,
         rbac::cluster_role(rbac::CLUSTER_ROLE_NAME, rbac::CLUSTER_RULES).rules
+    );
+    let without = helm(&["template", "ops", CHART, "--set", "userRoles.enabled=false"]);
+    assert_eq!(
+        kinds(&without)
+            .iter()
+            .filter(|k| *k == "ClusterRole")
+            .count(),
+        1
     );
     let lease: Role = only(&default, "Role");
     assert_eq!(lease.metadata.namespace.as_deref(), Some("ops"));
@@ -241,6 +278,11 @@ fn helm_template_renders_the_values() {
         "--prometheus-address={}",
         vllmservice_controller::reconcile::build::DEFAULT_PROMETHEUS_ADDRESS
     )));
+    assert!(args.contains(&format!(
+        "--download-deadline-seconds={}",
+        vllmservice_controller::reconcile::build::DEFAULT_DOWNLOAD_DEADLINE_SECONDS
+    )));
+    assert!(args.contains(&"--status-settle-seconds=0".to_string()));
     assert_eq!(
         container.image.as_deref(),
         Some("ghcr.io/example/vllmservice-operator:0.1.0")
@@ -289,7 +331,7 @@ fn helm_template_renders_the_values() {
         "--namespace",
         "ops",
         "--set",
-        "watchNamespace=team-a",
+        "watchNamespace=team-a,userRoles.enabled=false",
     ]);
     let mut k = kinds(&watch);
     k.sort();

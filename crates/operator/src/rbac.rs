@@ -251,6 +251,56 @@ pub fn role<'a>(name: &str, namespace: &str, rules: impl IntoIterator<Item = &'a
     }
 }
 
+/// The ClusterRole that lets users read VLLMServices, aggregated into
+/// Kubernetes' `view`, `edit` and `admin` roles.
+pub const USER_VIEW_ROLE_NAME: &str = "vllmservice-operator-view";
+/// The ClusterRole that lets users create and change VLLMServices,
+/// aggregated into `edit` and `admin`.
+pub const USER_EDIT_ROLE_NAME: &str = "vllmservice-operator-edit";
+
+/// The ClusterRoles for people (not the operator): whoever holds Kubernetes'
+/// `view` role in a namespace may read its VLLMServices, whoever holds `edit`
+/// or `admin` may also create, change and delete them. The built-in roles pick
+/// these up by their `aggregate-to-*` labels, so no binding is needed. The
+/// status stays the operator's: `edit` changes the spec, never the status.
+pub fn user_roles() -> [ClusterRole; 2] {
+    let group = <vllmservice_api::VLLMService as kube::Resource>::group(&());
+    let role = |name: &str, aggregate_to: &[&str], resources: &[&str], verbs: &[&str]| {
+        let mut metadata = meta(name, None);
+        let labels = metadata.labels.get_or_insert_with(Default::default);
+        for to in aggregate_to {
+            labels.insert(
+                format!("rbac.authorization.k8s.io/aggregate-to-{to}"),
+                "true".into(),
+            );
+        }
+        ClusterRole {
+            metadata,
+            rules: Some(vec![PolicyRule {
+                api_groups: Some(vec![group.to_string()]),
+                resources: Some(resources.iter().map(|r| r.to_string()).collect()),
+                verbs: verbs.iter().map(|v| v.to_string()).collect(),
+                ..PolicyRule::default()
+            }]),
+            ..ClusterRole::default()
+        }
+    };
+    [
+        role(
+            USER_VIEW_ROLE_NAME,
+            &["view", "edit", "admin"],
+            &["vllmservices", "vllmservices/status"],
+            &["get", "list", "watch"],
+        ),
+        role(
+            USER_EDIT_ROLE_NAME,
+            &["edit", "admin"],
+            &["vllmservices"],
+            &["create", "update", "patch", "delete", "deletecollection"],
+        ),
+    ]
+}
+
 /// The rules of `rules` whose grant has this `scope`.
 pub fn scoped(rules: &[Rule], scope: Scope) -> impl Iterator<Item = &Rule> {
     rules.iter().filter(move |r| r.scope == scope)

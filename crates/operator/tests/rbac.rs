@@ -1361,3 +1361,79 @@ async fn every_granted_verb_is_needed() {
     );
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// `kubectl auth can-i VERB vllmservices[/SUB] -n NS --as USER`: the API
+/// server's own answer (a SubjectAccessReview as that user).
+fn can_i(ns: &str, user: &str, verb: &str, subresource: Option<&str>) -> bool {
+    let mut args = vec![
+        "auth",
+        "can-i",
+        verb,
+        "vllmservices.aiinfra.example.com",
+        "-n",
+        ns,
+        "--as",
+        user,
+    ];
+    if let Some(sub) = subresource {
+        args.extend(["--subresource", sub]);
+    }
+    let out = testkit::kubectl(&args);
+    let answer = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(
+        answer == "yes" || answer == "no",
+        "kubectl auth can-i: {answer} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    answer == "yes"
+}
+
+/// The shipped user roles reach Kubernetes' own `view`, `edit` and `admin`
+/// through aggregation (kube-controller-manager's aggregation controller):
+/// a viewer reads VLLMServices and cannot write them, an editor writes them
+/// but never their status, and nobody else gets anything.
+#[tokio::test]
+async fn user_roles_aggregate_into_view_edit_and_admin() {
+    let client = testkit::client().await;
+    let roles = testkit::repo_path("config/rbac/user-roles.yaml");
+    testkit::kubectl_ok(&["apply", "-f", &roles.to_string_lossy()]);
+    let ns = TestNamespace::new(&client, "user-roles").await;
+    for (binding, role, user) in [
+        ("viewer", "view", "alice"),
+        ("editor", "edit", "bob"),
+        ("owner", "admin", "carol"),
+    ] {
+        testkit::kubectl_ok(&[
+            "create",
+            "rolebinding",
+            binding,
+            "-n",
+            &ns.name,
+            &format!("--clusterrole={role}"),
+            &format!("--user={user}"),
+        ]);
+    }
+    // Aggregation is asynchronous: wait until the built-in roles carry the rules.
+    testkit::wait_until(
+        Duration::from_secs(30),
+        "the view, edit and admin roles to aggregate the VLLMService rules",
+        || async {
+            (can_i(&ns.name, "alice", "list", None)
+                && can_i(&ns.name, "bob", "create", None)
+                && can_i(&ns.name, "carol", "delete", None))
+            .then_some(())
+        },
+    )
+    .await;
+    assert!(can_i(&ns.name, "alice", "watch", None));
+    assert!(can_i(&ns.name, "alice", "get", Some("status")));
+    assert!(!can_i(&ns.name, "alice", "create", None));
+    assert!(!can_i(&ns.name, "alice", "delete", None));
+    for user in ["bob", "carol"] {
+        for verb in ["get", "create", "patch", "update", "delete"] {
+            assert!(can_i(&ns.name, user, verb, None), "{user} {verb}");
+        }
+        assert!(!can_i(&ns.name, user, "patch", Some("status")), "{user}");
+    }
+    assert!(!can_i(&ns.name, "mallory", "list", None));
+}
