@@ -12,7 +12,7 @@ use kube::{
 use vllmservice_api::{VLLMService, VLLMServiceStatus, condition_types as ct};
 
 use crate::{
-    diagnosis::masking::{MAX_EVENT_NOTE_BYTES, truncate},
+    diagnosis::masking::{MAX_EVENT_NOTE_BYTES, mask_for, mask_secrets, truncate},
     reconcile::{context::Context, status::conditions::Status},
 };
 
@@ -25,7 +25,8 @@ pub async fn publish(
     note: &str,
     child: Option<ObjectReference>,
 ) {
-    publish_about(ctx, &vs.object_ref(&()), type_, reason, note, child).await;
+    let note = mask_for(note, vs);
+    publish_about(ctx, &vs.object_ref(&()), type_, reason, &note, child).await;
 }
 
 /// Publishes an event about an object by its reference (also one the typed
@@ -41,7 +42,7 @@ pub async fn publish_about(
     let event = Event {
         type_,
         reason: reason.into(),
-        note: Some(truncate(note, MAX_EVENT_NOTE_BYTES).into()),
+        note: Some(truncate(&mask_secrets(note, &[]), MAX_EVENT_NOTE_BYTES).into()),
         action: "Reconcile".into(),
         secondary: child,
     };

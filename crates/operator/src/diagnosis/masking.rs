@@ -1,5 +1,5 @@
 //! Text rules applied in one place: the API server's length limits, and the
-//! masking of secrets in what the operator writes (status, events).
+//! masking of secrets in what the operator writes (status, events, its log).
 //! Pure.
 
 use std::borrow::Cow;
@@ -49,6 +49,45 @@ pub fn mask_secrets<'a>(text: &'a str, literals: &[&str]) -> Cow<'a, str> {
     }
     flush(&mut word, &mut masked, &mut after_bearer);
     masked.into()
+}
+
+/// The spec's literal `env` values that must never appear in status, events
+/// or logs: every value of 8 bytes or more, and every value of 3 bytes or more
+/// of a variable whose name says it holds a secret (`HF_TOKEN`, `API_KEY`,
+/// `DB_PASSWORD`, ...). Shorter values of other variables ("1", "auto",
+/// "fp8") are settings; replacing them would garble every message.
+pub fn secret_literals(vs: &vllmservice_api::VLLMService) -> Vec<&str> {
+    secret_values(
+        vs.spec
+            .env
+            .iter()
+            .filter_map(|e| Some((e.name.as_str(), e.value.as_deref()?))),
+    )
+}
+
+/// The values among `env` (name, literal value) that [`secret_literals`] masks.
+pub fn secret_values<'a>(env: impl Iterator<Item = (&'a str, &'a str)>) -> Vec<&'a str> {
+    const SECRET_NAMES: [&str; 7] = [
+        "TOKEN",
+        "KEY",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "CREDENTIAL",
+        "AUTH",
+    ];
+    env.filter(|(name, value)| {
+        let name = name.to_ascii_uppercase();
+        let secret_name = SECRET_NAMES.iter().any(|s| name.contains(s));
+        value.len() >= 8 || (secret_name && value.len() >= 3)
+    })
+    .map(|(_, value)| value)
+    .collect()
+}
+
+/// `text` with the secrets of `vs` (its literal env values, token-like strings) hidden.
+pub fn mask_for<'a>(text: &'a str, vs: &vllmservice_api::VLLMService) -> Cow<'a, str> {
+    mask_secrets(text, &secret_literals(vs))
 }
 
 fn is_token_char(c: char) -> bool {
@@ -145,6 +184,27 @@ mod tests {
         let plain = "pod qwen-7d9f: vLLM finds no model at '/data/models/Qwen2.5-1.5B' \
                      (image vllm/vllm-openai@sha256:0123456789abcdef0123456789abcdef0123456789abcdef)";
         assert_eq!(mask_secrets(plain, &[]), plain);
+    }
+
+    #[test]
+    fn long_literals_and_short_ones_of_secret_names_are_masked() {
+        let env = [
+            ("HF_TOKEN", "abc123"),
+            ("OPENAI_API_KEY", "k9z"),
+            ("DB_PASSWORD", "pw"),
+            ("VLLM_LOGGING_LEVEL", "DEBUG"),
+            ("DTYPE", "auto"),
+            ("MODEL_REVISION", "0123456789abcdef"),
+        ];
+        assert_eq!(
+            secret_values(env.into_iter()),
+            ["abc123", "k9z", "0123456789abcdef"]
+        );
+        let text = "env HF_TOKEN=abc123 OPENAI_API_KEY=k9z level DEBUG dtype auto";
+        assert_eq!(
+            mask_secrets(text, &secret_values(env.into_iter())),
+            "env HF_TOKEN=[masked] OPENAI_API_KEY=[masked] level DEBUG dtype auto"
+        );
     }
 
     proptest! {

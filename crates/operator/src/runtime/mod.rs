@@ -41,6 +41,7 @@ use crate::{
         CachedPod, CachedService, Caches, NameIndex, Placement, PodIndex, PodLogs, StatusEchoes,
         placement::NodeView,
     },
+    diagnosis::masking,
     error::{self, Error},
     events,
     kinds::{
@@ -386,7 +387,8 @@ async fn run_watches(
         .run(reconcile_guarded, error_policy, ctx)
         .for_each(|res| async move {
             if let Err(e) = res {
-                tracing::debug!(error = %e, "reconcile loop");
+                let error = masking::mask_secrets(&e.to_string(), &[]).into_owned();
+                tracing::debug!(error, "reconcile loop");
             }
         });
     let health = opts.health.clone();
@@ -496,6 +498,11 @@ fn error_policy(obj: Arc<CachedService>, err: &Error, ctx: Arc<Context>) -> Acti
         .inc();
     let failures = ctx.failures.count(&ObjectRef::from_obj(obj.as_ref()));
     let delay = retry::backoff(failures);
+    let text = err.to_string();
+    let err = match &obj.0 {
+        Ok(vs) => masking::mask_for(&text, vs),
+        Err(_) => masking::mask_secrets(&text, &[]),
+    };
     tracing::warn!(
         namespace = obj.namespace().unwrap_or_default(),
         name = obj.name_any(),

@@ -124,7 +124,7 @@ pub fn derive(vs: &Valid<'_>, seen: &Seen, done: &Done, now: Timestamp) -> VLLMS
         &available.message
     };
     // Messages may quote vLLM's log, which may echo its arguments and environment.
-    let literals = secret_literals(vs);
+    let literals = masking::secret_literals(vs);
     let mask = |c: Cond| Cond {
         message: masking::mask_secrets(&c.message, &literals).into_owned(),
         ..c
@@ -431,19 +431,6 @@ fn served_adapters(
             .map(|s| s.lora_adapters.clone())
             .unwrap_or_default()
     }
-}
-
-/// The spec's literal env values, which must never appear in status or events.
-fn secret_literals<'a>(vs: &'a Valid<'_>) -> Vec<&'a str> {
-    vs.spec
-        .env
-        .iter()
-        .filter_map(|e| e.value.as_deref())
-        .filter(|v| {
-            // Short values ("1", "auto") are settings, not secrets, and would garble messages.
-            v.len() >= 8
-        })
-        .collect()
 }
 
 fn engine_status(e: &EngineSeen) -> EngineStatus {

@@ -15,6 +15,7 @@ use serde_json::json;
 use vllmservice_api::{VLLMService, VLLMServiceStatus};
 
 use crate::{
+    diagnosis::masking,
     error::Result,
     events,
     reconcile::{apply::FIELD_MANAGER, context::Context},
@@ -38,7 +39,17 @@ pub async fn unreadable(ctx: &Context, meta: &ObjectMeta, error: &str) -> Result
         .data
         .get("status")
         .and_then(|s| serde_json::from_value::<VLLMServiceStatus>(s.clone()).ok());
-    let message = format!("the object cannot be read as a VLLMService: {}", error);
+    // The reader's error may quote a value of the object, e.g. an env value.
+    let env = current.data["spec"]["env"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let literals = masking::secret_values(
+        env.iter()
+            .filter_map(|e| Some((e["name"].as_str()?, e["value"].as_str()?))),
+    );
+    let error = masking::mask_secrets(error, &literals);
+    let message = format!("the object cannot be read as a VLLMService: {error}");
     let generation = meta.generation.unwrap_or_default();
     let next = super::invalid(
         previous.as_ref(),
@@ -131,11 +142,13 @@ pub async fn status(ctx: &Context, vs: &VLLMService, next: VLLMServiceStatus) ->
 /// Reports a spec the operator cannot use; retried when the object changes.
 pub async fn invalid(ctx: &Context, vs: &VLLMService, message: &str) -> Result<Action> {
     let generation = vs.metadata.generation.unwrap_or_default();
+    // The API server's refusal quotes the offending value, which may be a secret.
+    let message = masking::mask_for(message, vs);
     let next = super::invalid(
         vs.status.as_ref(),
         generation,
         "InvalidSpec",
-        message,
+        &message,
         Timestamp::now(),
     );
     status(ctx, vs, next).await?;
