@@ -733,7 +733,7 @@ proptest! {
         };
         let Ok(vs) = vllmservice_api::validate(&vs) else { return Ok(()) };
         let protocol = ["HTTP", "TCP", "HTTPS"][gateway % 3];
-        let gw: gateway_api::apis::standard::gateways::Gateway = serde_json::from_value(
+        let gw: vllmservice_controller::cache::CachedGateway = serde_json::from_value(
             serde_json::json!({"metadata": {"name": "gw", "namespace": "ns"},
                 "spec": {"gatewayClassName": "c", "listeners": [
                     {"name": "http", "port": 80, "protocol": protocol}]}}),

@@ -10,6 +10,7 @@
 //! fields the operator reads ([`pods::CachedPod`], [`gpus::NodeView`]).
 
 pub mod echoes;
+pub mod gateways;
 pub mod gpus;
 pub mod index;
 pub mod placement;
@@ -18,7 +19,7 @@ pub mod pods;
 
 use std::sync::{Arc, Mutex};
 
-use gateway_api::apis::standard::{gateways::Gateway, httproutes::HttpRoute};
+use gateway_api::apis::standard::httproutes::HttpRoute;
 use k8s_openapi::api::{
     apps::v1::Deployment, autoscaling::v2::HorizontalPodAutoscaler, batch::v1::Job,
     core::v1::PersistentVolumeClaim, core::v1::Service, policy::v1::PodDisruptionBudget,
@@ -33,6 +34,7 @@ use kube::{
 use tokio::sync::watch;
 
 pub use echoes::StatusEchoes;
+pub use gateways::CachedGateway;
 pub use gpus::Placement;
 pub use index::{NameIndex, PodIndex};
 pub use pod_logs::{LogOutcome, LogPurpose, PodLogs};
@@ -64,7 +66,7 @@ pub struct Caches {
     pub placement: Option<Placement>,
     /// Present when the Gateway API is installed.
     pub routes: Option<Cache<HttpRoute>>,
-    pub gateways: Option<Cache<Gateway>>,
+    pub gateways: Option<Cache<CachedGateway>>,
     /// Present when the Prometheus Operator's CRDs are installed.
     pub monitors: Option<Cache<ServiceMonitor>>,
     pub rules: Option<Cache<PrometheusRule>>,

@@ -3,11 +3,12 @@
 //! HTTP or HTTPS, one outside the watched namespace), and read the Gateway
 //! controller's verdict back from the route's status. Pure.
 
-use gateway_api::apis::standard::{gateways::Gateway, httproutes::HttpRoute};
+use gateway_api::apis::standard::httproutes::HttpRoute;
 use kube::ResourceExt;
 use vllmservice_api::{GatewayRef, VLLMService};
 
 use crate::{
+    cache::CachedGateway,
     optional_apis,
     reconcile::{
         seen::{GatewaySeen, Seen},
@@ -115,7 +116,7 @@ pub fn resolve(vs: &VLLMService, seen: &Seen) -> Resolution {
 }
 
 /// The listener check of [`resolve`].
-pub fn check_listener(gateway: &Gateway, target: Target) -> Resolution {
+pub fn check_listener(gateway: &CachedGateway, target: Target) -> Resolution {
     let Some(listener) = gateway
         .spec
         .listeners
@@ -218,7 +219,7 @@ mod tests {
         }
     }
 
-    fn gateway(protocol: &str) -> Gateway {
+    fn gateway(protocol: &str) -> CachedGateway {
         serde_json::from_value(json!({
             "metadata": {"name": "llm-gateway", "namespace": "gw"},
             "spec": {"gatewayClassName": "eg", "listeners": [

@@ -4,7 +4,7 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
-use gateway_api::apis::standard::{gateways::Gateway, httproutes::HttpRoute};
+use gateway_api::apis::standard::httproutes::HttpRoute;
 use k8s_openapi::api::{
     apps::v1::Deployment,
     autoscaling::v2::HorizontalPodAutoscaler,
@@ -14,7 +14,7 @@ use k8s_openapi::api::{
 };
 
 use crate::{
-    cache::placement::Capacity,
+    cache::{CachedGateway, placement::Capacity},
     diagnosis::{
         hf_log::Failure,
         vllm_log::{Diagnosis, EngineInfo},
@@ -160,7 +160,7 @@ pub enum GatewaySeen {
     /// No gatewayRef, or the Gateway API is not installed.
     #[default]
     NotLooked,
-    Found(Box<Gateway>),
+    Found(Box<CachedGateway>),
     Missing,
     /// The operator watches one namespace and the Gateway is in another.
     OutsideWatchedNamespace {

@@ -15,7 +15,7 @@ use std::{
 };
 
 use futures::{Future, FutureExt, StreamExt};
-use gateway_api::apis::standard::{gateways::Gateway, httproutes::HttpRoute};
+use gateway_api::apis::standard::httproutes::HttpRoute;
 use k8s_openapi::api::{
     apps::v1::Deployment,
     autoscaling::v2::HorizontalPodAutoscaler,
@@ -38,8 +38,8 @@ use tracing::Instrument;
 
 use crate::{
     cache::{
-        CachedPod, CachedService, Caches, NameIndex, Placement, PodIndex, PodLogs, StatusEchoes,
-        placement::NodeView,
+        CachedGateway, CachedPod, CachedService, Caches, NameIndex, Placement, PodIndex, PodLogs,
+        StatusEchoes, placement::NodeView,
     },
     diagnosis::masking,
     error::{self, Error},
@@ -321,7 +321,7 @@ async fn run_watches(
         let (routes, route_events) =
             w.cache::<HttpRoute, _>(Select::Managed, Keep::Every, ignore, meta_only);
         let (gateways, gateway_events) =
-            w.cache::<Gateway, _>(Select::All, Keep::Every, ignore, meta_only);
+            w.cache::<CachedGateway, _>(Select::All, Keep::Every, ignore, meta_only);
         let services = store.clone();
         controller = controller
             .owns_stream(route_events)
