@@ -349,6 +349,8 @@ async fn run_watches(
 
     // Reconciles start once every cache holds its first list, so that a start
     // does not take, say, a PVC for missing because its cache is still empty.
+    // The controller itself runs from the start, taking the watches' events
+    // (its queue keeps one entry per object), so that a watch never waits for it.
     let stop = stop.shared();
     let all_synced = {
         let (caches, vllm_cache) = (caches.clone(), vllm_cache.clone());
@@ -360,14 +362,14 @@ async fn run_watches(
             }
         }
     };
-    tokio::select! {
-        synced = tokio::time::timeout(CACHE_SYNC_TIMEOUT, all_synced()) => {
-            if synced.is_err() {
-                tracing::warn!(timeout = ?CACHE_SYNC_TIMEOUT, "some watch caches are not filled; starting anyway");
-            }
+    let (open, gate) = tokio::sync::watch::channel(false);
+    let reconcile = move |obj, ctx| {
+        let mut gate = gate.clone();
+        async move {
+            let _ = gate.wait_for(|open| *open).await;
+            reconcile_guarded(obj, ctx).await
         }
-        _ = stop.clone() => return Ok(()),
-    }
+    };
     let reporter = Reporter {
         controller: opts.reporter.clone(),
         instance: opts.instance.clone(),
@@ -384,7 +386,7 @@ async fn run_watches(
     let reconciling = controller
         .with_config(controller::Config::default().concurrency(opts.concurrency))
         .graceful_shutdown_on(stop)
-        .run(reconcile_guarded, error_policy, ctx)
+        .run(reconcile, error_policy, ctx)
         .for_each(|res| async move {
             if let Err(e) = res {
                 let error = masking::mask_secrets(&e.to_string(), &[]).into_owned();
@@ -393,6 +395,13 @@ async fn run_watches(
         });
     let health = opts.health.clone();
     let ready = async move {
+        if tokio::time::timeout(CACHE_SYNC_TIMEOUT, all_synced())
+            .await
+            .is_err()
+        {
+            tracing::warn!(timeout = ?CACHE_SYNC_TIMEOUT, "some watch caches are not filled; starting anyway");
+        }
+        open.send_replace(true);
         all_synced().await;
         health.set_caches_synced(true);
         std::future::pending::<()>().await

@@ -5,7 +5,7 @@
 
 use std::{fmt::Debug, time::Duration};
 
-use futures::{Stream, StreamExt, TryStreamExt};
+use futures::{SinkExt, Stream, StreamExt, TryStreamExt};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
     Api, Client, Resource,
@@ -27,6 +27,9 @@ use crate::{cache::Cache, names};
 /// and every watch lists at the same time, so smaller pages lower the
 /// operator's peak memory at a restart, for more list requests.
 const LIST_PAGE_SIZE: u32 = 25;
+
+/// Changed objects a watch hands the controller ahead of it taking them.
+const TRIGGER_BUFFER: usize = 256;
 
 /// How the watches fill their caches at start (and after a re-list).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -205,7 +208,7 @@ impl Watches {
     /// A watch of `K` whose objects `keep` selects are cached, without the
     /// field sets of their managed fields (the apply step reads only who
     /// manages an object). The watch runs in its own task, so the cache
-    /// fills before the controller starts; `on_event` sees every event
+    /// fills whatever the controller does; `on_event` sees every event
     /// first (so it may index what the cache drops). The stream yields
     /// `trigger` of every changed object once the cache holds it.
     pub fn cache<K, T>(
@@ -230,9 +233,9 @@ impl Watches {
     {
         let (store, writer) = reflector::store();
         let (cache, fill) = Cache::new(store);
-        // Unbounded: the watch must never wait for the controller, or the cache
-        // would not fill before the controller starts.
-        let (tx, rx) = futures::channel::mpsc::unbounded();
+        // Bounded: the controller takes events from its start (its queue keeps
+        // one entry per object), so a full channel only briefly holds the watch.
+        let (mut tx, rx) = futures::channel::mpsc::channel(TRIGGER_BUFFER);
         let stream = relisting(self.api::<K>(select), self.config(select))
             .inspect(move |event| {
                 fill.saw(event);
@@ -247,7 +250,7 @@ impl Watches {
         self.tasks.spawn(async move {
             let mut stream = std::pin::pin!(stream);
             while let Some(item) = stream.next().await {
-                if tx.unbounded_send(item).is_err() {
+                if tx.send(item).await.is_err() {
                     break;
                 }
             }
