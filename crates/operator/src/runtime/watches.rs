@@ -327,6 +327,21 @@ mod tests {
     use kube::ResourceExt;
     use serde_json::json;
 
+    #[tokio::test]
+    async fn a_watch_task_that_ends_or_panics_is_reported() {
+        let client = Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
+            .expect("a client (never connected)");
+        let mut w = Watches::new(client, None, ListStrategy::Paged);
+        // No task: pending, not an error.
+        let idle = tokio::time::timeout(Duration::from_millis(10), w.ended()).await;
+        assert!(idle.is_err());
+        w.tasks.spawn(async { "pods".to_string() });
+        assert_eq!(w.ended().await, "the watch of pods ended");
+        w.tasks.spawn(async { panic!("a bug") });
+        let ended = w.ended().await;
+        assert!(ended.starts_with("a watch task panicked"), "{ended}");
+    }
+
     #[test]
     fn a_trigger_keeps_what_finds_the_owner_and_nothing_else() {
         let d: Deployment = serde_json::from_value(json!({
