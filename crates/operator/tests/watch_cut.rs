@@ -1,9 +1,10 @@
 //! A watch whose connection breaks resumes by itself, and only it lists again:
 //! a tower layer on the operator's client cuts the response body of chosen
 //! watches (as a dropped connection does) and counts the LIST requests per
-//! resource. Cutting the PVC watch and the CRD watch (which until 2026-12-07
-//! rebuilt every watch on any lost connection) re-lists those two resources
-//! only, and the operator still sees what changes afterwards.
+//! resource. Cutting the PVC watch re-lists PVCs only (kube's watcher alone
+//! would resume from the old resourceVersion), and the operator still sees
+//! what changes afterwards. (A lost connection of the CRD watch is taken as
+//! the API server's loss and rebuilds every watch: `runtime::discovery`.)
 
 mod common;
 
@@ -48,8 +49,9 @@ impl Cutter {
                 Some(&"apis") => &segments[3.min(segments.len())..],
                 _ => continue,
             };
-            // A collection has an odd number of segments after the version.
-            if rest.len() % 2 == 1 {
+            // A collection: `RES` or `namespaces/NS/RES` after the version
+            // (not an object's subresource such as `pods/NAME/log`).
+            if rest.len() == 1 || (rest.len() == 3 && rest[0] == "namespaces") {
                 *out.entry(rest[rest.len() - 1].to_string()).or_default() += 1;
             }
         }
@@ -131,14 +133,32 @@ where
     }
 }
 
-#[tokio::test]
-async fn a_cut_watch_lists_again_alone_and_keeps_seeing_changes() {
+/// Run on a thread with an 8 MiB stack, as the binary's main thread has: in
+/// this debug build the operator's futures behind the extra layer overflowed
+/// the test harness's 2 MiB thread.
+#[test]
+fn a_cut_watch_lists_again_alone_and_keeps_seeing_changes() {
+    std::thread::Builder::new()
+        .stack_size(8 << 20)
+        .spawn(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime")
+                .block_on(cut_watch())
+        })
+        .expect("a test thread")
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+}
+
+async fn cut_watch() {
     testkit::install_all_crds();
     let client = testkit::client().await;
     let ns = testkit::TestNamespace::new(&client, "watch-cut").await;
     let (cut, cut_rx) = watch::channel(0u32);
     let cutter = Cutter {
-        resources: &["persistentvolumeclaims", "customresourcedefinitions"],
+        resources: &["persistentvolumeclaims"],
         cut: cut_rx,
         requests: Arc::default(),
     };
@@ -172,17 +192,16 @@ async fn a_cut_watch_lists_again_alone_and_keeps_seeing_changes() {
         );
     }
     cut.send_modify(|n| *n += 1);
-    // The two cut watches list again (their own signal)...
+    // The cut watch lists again (its own signal)...
     testkit::wait_until(
         std::time::Duration::from_secs(60),
-        "the cut watches to list again",
+        "the cut watch to list again",
         || {
             let now = cutter.lists();
             let before = before.clone();
             async move {
                 let again = |r: &str| now.get(r) > before.get(r);
-                (again("persistentvolumeclaims") && again("customresourcedefinitions"))
-                    .then_some(())
+                again("persistentvolumeclaims").then_some(())
             }
         },
     )
@@ -195,6 +214,7 @@ async fn a_cut_watch_lists_again_alone_and_keeps_seeing_changes() {
     // No other watch listed again.
     let after = cutter.lists();
     for (resource, n) in &before {
+        // The CRD lists of discovery are not a watch's.
         if resource == "persistentvolumeclaims" || resource == "customresourcedefinitions" {
             continue;
         }

@@ -42,8 +42,16 @@ pub async fn discover_until_ok(client: &Client) -> Apis {
 }
 
 /// Completes when the watches must be rebuilt: the set of installed optional
-/// APIs differs from `current`. A lost connection is not a reason: each watch
-/// resumes by itself ([`relisting`]).
+/// APIs differs from `current`, or the connection to the API server was lost
+/// (e.g. it restarted) and is back.
+///
+/// A single watch whose connection breaks lists again by itself
+/// ([`relisting`]); but after an API-server restart some watches resumed
+/// from their old resourceVersion and were answered only after 1-4 minutes
+/// (with 410 Gone), so changes made meanwhile went unseen (docs/reliability.md;
+/// still so with per-watch relisting, 2026-12-07). Losing the CRD watch's
+/// connection is taken as losing the API server: every watch is rebuilt,
+/// which lists at once.
 pub async fn changed(client: Client, current: Apis) {
     let crds = Api::<PartialObjectMeta<CustomResourceDefinition>>::all(client.clone());
     let mut events = relisting(crds, watcher::Config::default()).boxed();
@@ -51,9 +59,20 @@ pub async fn changed(client: Client, current: Apis) {
     // installed between the discovery of `current` and the first list shows only there.
     while let Some(event) = events.next().await {
         let relevant = match event {
+            // The API server answered (with an error status, e.g. 403): still connected.
+            Err(
+                watcher::Error::WatchError(_)
+                | watcher::Error::InitialListFailed(kube::Error::Api(_))
+                | watcher::Error::WatchStartFailed(kube::Error::Api(_))
+                | watcher::Error::WatchFailed(kube::Error::Api(_)),
+            ) => false,
             Err(e) => {
-                tracing::debug!(error = %e, "watching CRDs");
-                false
+                tracing::warn!(error = %e, "lost the connection to the API server");
+                while discover(&client).await.is_err() {
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                }
+                tracing::info!("the API server is reachable again");
+                return;
             }
             Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => false,
             Ok(watcher::Event::InitDone) => true,

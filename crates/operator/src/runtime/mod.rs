@@ -367,7 +367,9 @@ async fn run_watches(
         let mut gate = gate.clone();
         async move {
             let _ = gate.wait_for(|open| *open).await;
-            reconcile_guarded(obj, ctx).await
+            // Boxed: the reconcile's state lives on the heap, not on the stack
+            // of whoever polls it (debug builds overflowed a 2 MiB thread).
+            Box::pin(reconcile_guarded(obj, ctx)).await
         }
     };
     let reporter = Reporter {
@@ -456,7 +458,7 @@ async fn reconcile_guarded(obj: Arc<CachedService>, ctx: Arc<Context>) -> Result
     // A panic stays with its object: caught here, it fails this reconcile only,
     // instead of ending the controller (and crash-looping the operator).
     let reconciled =
-        std::panic::AssertUnwindSafe(reconcile::reconcile(&obj, &ctx).instrument(span))
+        std::panic::AssertUnwindSafe(Box::pin(reconcile::reconcile(&obj, &ctx).instrument(span)))
             .catch_unwind()
             .await
             .unwrap_or_else(|panic| Err(Error::Panicked(panic_message(panic.as_ref()))));
