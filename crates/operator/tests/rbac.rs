@@ -1362,6 +1362,17 @@ async fn every_granted_verb_is_needed() {
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
+/// Deletes these ClusterRoles when dropped.
+struct DeleteOnDrop(Vec<String>);
+
+impl Drop for DeleteOnDrop {
+    fn drop(&mut self) {
+        for name in &self.0 {
+            let _ = testkit::kubectl(&["delete", "clusterrole", name, "--wait=false"]);
+        }
+    }
+}
+
 /// `kubectl auth can-i VERB vllmservices[/SUB] -n NS --as USER`: the API
 /// server's own answer (a SubjectAccessReview as that user).
 fn can_i(ns: &str, user: &str, verb: &str, subresource: Option<&str>) -> bool {
@@ -1395,9 +1406,32 @@ fn can_i(ns: &str, user: &str, verb: &str, subresource: Option<&str>) -> bool {
 #[tokio::test]
 async fn user_roles_aggregate_into_view_edit_and_admin() {
     let client = testkit::client().await;
-    let roles = testkit::repo_path("config/rbac/user-roles.yaml");
-    testkit::kubectl_ok(&["apply", "-f", &roles.to_string_lossy()]);
     let ns = TestNamespace::new(&client, "user-roles").await;
+    // The shipped roles under names of this test's own (the Helm test installs
+    // the chart's, which Helm must own), aggregated by their labels all the same.
+    let shipped = std::fs::read_to_string(testkit::repo_path("config/rbac/user-roles.yaml"))
+        .expect("config/rbac/user-roles.yaml");
+    let suffix = format!("-{}", ns.name);
+    let renamed = shipped
+        .replace(
+            "name: vllmservice-operator-view",
+            &format!("name: vllmservice-operator-view{suffix}"),
+        )
+        .replace(
+            "name: vllmservice-operator-edit",
+            &format!("name: vllmservice-operator-edit{suffix}"),
+        );
+    assert_ne!(renamed, shipped);
+    let applied = testkit::kubectl_stdin(&["apply", "-f", "-"], &renamed);
+    assert!(
+        applied.status.success(),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+    let _cleanup = DeleteOnDrop(vec![
+        format!("vllmservice-operator-view{suffix}"),
+        format!("vllmservice-operator-edit{suffix}"),
+    ]);
     for (binding, role, user) in [
         ("viewer", "view", "alice"),
         ("editor", "edit", "bob"),
