@@ -5,9 +5,14 @@
 
 use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::{Api, Client, ResourceExt, api::ListParams, core::PartialObjectMeta, runtime::watcher};
+use kube::{
+    Api, Client, ResourceExt,
+    api::ListParams,
+    core::PartialObjectMeta,
+    runtime::{WatchStreamExt, watcher},
+};
 
-use super::{retry::backoff, watches::relisting};
+use super::{retry::backoff, watches::watch_backoff};
 use crate::optional_apis::{self, Apis, CrdConditions};
 
 /// Reads the optional APIs' CRDs; an API counts as installed when all its
@@ -46,7 +51,7 @@ pub async fn discover_until_ok(client: &Client) -> Apis {
 /// (e.g. it restarted) and is back.
 ///
 /// A single watch whose connection breaks lists again by itself
-/// ([`relisting`]); but after an API-server restart some watches resumed
+/// (`watches::relisting`); but after an API-server restart some watches resumed
 /// from their old resourceVersion and were answered only after 1-4 minutes
 /// (with 410 Gone), so changes made meanwhile went unseen (docs/reliability.md;
 /// still so with per-watch relisting, 2026-12-07). Losing the CRD watch's
@@ -54,7 +59,11 @@ pub async fn discover_until_ok(client: &Client) -> Apis {
 /// which lists at once.
 pub async fn changed(client: Client, current: Apis) {
     let crds = Api::<PartialObjectMeta<CustomResourceDefinition>>::all(client.clone());
-    let mut events = relisting(crds, watcher::Config::default()).boxed();
+    // A plain watcher: a lost connection ends this function (below), so it
+    // never needs to list again by itself.
+    let mut events = watcher(crds, watcher::Config::default())
+        .backoff(watch_backoff())
+        .boxed();
     // A (re-)list is checked once as a whole, not once per CRD in it: a CRD
     // installed between the discovery of `current` and the first list shows only there.
     while let Some(event) = events.next().await {
