@@ -16,6 +16,10 @@ pub enum Error {
     #[error("the operator cannot read {}: its watch has not listed them yet{}", .0.resource,
         .0.error.as_deref().map(|e| format!(" ({e})")).unwrap_or_default())]
     CacheNotSynced(NotSynced),
+    /// A cached child's spec no longer parses as its type (a value newer than
+    /// the operator's Kubernetes types); retried with backoff.
+    #[error(transparent)]
+    UnreadableSpec(#[from] crate::cache::children::UnreadableSpec),
     /// The reconcile panicked (a bug): reported on this object and retried
     /// with backoff; the other objects go on.
     #[error("the reconcile panicked (a bug in the operator; please report it): {0}")]

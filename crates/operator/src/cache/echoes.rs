@@ -12,7 +12,7 @@ use std::{
 use kube::{Resource, ResourceExt, runtime::reflector::ObjectRef};
 use vllmservice_api::{VLLMService, VLLMServiceStatus};
 
-use super::CachedService;
+use super::CachedVllmService;
 
 /// The statuses this operator wrote that the VLLMService cache may not show
 /// yet, per VLLMService. An entry goes as soon as the cache holds a newer copy
@@ -20,9 +20,9 @@ use super::CachedService;
 /// the cache took each event), so the memory is that of the writes in flight,
 /// not one status per VLLMService for as long as it exists.
 #[derive(Clone, Default)]
-pub struct StatusEchoes(Arc<Mutex<HashMap<ObjectRef<CachedService>, Written>>>);
+pub struct StatusEchoes(Arc<Mutex<HashMap<ObjectRef<CachedVllmService>, Written>>>);
 
-fn key_of(vs: &VLLMService) -> ObjectRef<CachedService> {
+fn key_of(vs: &VLLMService) -> ObjectRef<CachedVllmService> {
     ObjectRef::new(&vs.name_any()).within(&vs.namespace().unwrap_or_default())
 }
 
@@ -58,7 +58,7 @@ impl StatusEchoes {
         &self,
         vs: &VLLMService,
         status: &VLLMServiceStatus,
-        cached: impl FnOnce(&ObjectRef<CachedService>) -> Option<Option<String>>,
+        cached: impl FnOnce(&ObjectRef<CachedVllmService>) -> Option<Option<String>>,
     ) {
         let key = key_of(vs);
         let mut written = self.0.lock().expect("written lock");
@@ -78,7 +78,7 @@ impl StatusEchoes {
 
     /// The VLLMService cache now holds `vs` (or has dropped it, for a
     /// deleted one): a status written on an older copy is there, or moot.
-    pub fn cached(&self, vs: &CachedService) {
+    pub fn cached(&self, vs: &CachedVllmService) {
         let mut written = self.0.lock().expect("written lock");
         if written.is_empty() {
             return;
@@ -115,7 +115,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn service_at(rv: &str, phase: &str) -> (VLLMService, CachedService) {
+    fn service_at(rv: &str, phase: &str) -> (VLLMService, CachedVllmService) {
         let text = json!({
             "apiVersion": "aiinfra.example.com/v1alpha1", "kind": "VLLMService",
             "metadata": {"name": "qwen", "namespace": "a", "uid": "u1", "resourceVersion": rv},

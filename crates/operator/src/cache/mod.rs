@@ -6,9 +6,12 @@
 //! Objects are kept as kube's reflector keeps them, typed, with two changes
 //! made as they arrive (`runtime::watches`): the field sets of
 //! `managedFields` are dropped (the apply step reads only which managers an
-//! object has), and pods and nodes are kept as projections with just the
-//! fields the operator reads ([`pods::CachedPod`], [`gpus::NodeView`]).
+//! object has), and pods, nodes, claims and Gateways are kept as projections
+//! with just the fields the operator reads ([`pods::CachedPod`],
+//! [`gpus::NodeView`], [`children::CachedClaim`], [`gateways::CachedGateway`]),
+//! Deployments and Services with their spec as JSON text ([`children`]).
 
+pub mod children;
 pub mod echoes;
 pub mod gateways;
 pub mod gpus;
@@ -21,8 +24,7 @@ use std::sync::{Arc, Mutex};
 
 use gateway_api::apis::standard::httproutes::HttpRoute;
 use k8s_openapi::api::{
-    apps::v1::Deployment, autoscaling::v2::HorizontalPodAutoscaler, batch::v1::Job,
-    core::v1::PersistentVolumeClaim, core::v1::Service, policy::v1::PodDisruptionBudget,
+    autoscaling::v2::HorizontalPodAutoscaler, batch::v1::Job, policy::v1::PodDisruptionBudget,
 };
 use kube::{
     Resource,
@@ -33,6 +35,7 @@ use kube::{
 };
 use tokio::sync::watch;
 
+pub use children::{CachedClaim, CachedDeployment, CachedService};
 pub use echoes::StatusEchoes;
 pub use gateways::CachedGateway;
 pub use gpus::Placement;
@@ -49,15 +52,15 @@ use crate::kinds::{
 /// Children are label-selected (`app.kubernetes.io/managed-by`).
 #[derive(Clone)]
 pub struct Caches {
-    pub deployments: Cache<Deployment>,
-    pub services: Cache<Service>,
+    pub deployments: Cache<CachedDeployment>,
+    pub services: Cache<CachedService>,
     pub pods: Cache<CachedPod>,
     /// The pods of each VLLMService, by namespace and instance label.
     pub pod_index: PodIndex,
     /// What was read from each pod's logs, so that a container instance's log is
     /// read at most once; kept by the pod watch (dropped with the pod).
     pub pod_logs: PodLogs,
-    pub pvcs: Cache<PersistentVolumeClaim>,
+    pub pvcs: Cache<CachedClaim>,
     pub pdbs: Cache<PodDisruptionBudget>,
     /// The model download Jobs.
     pub jobs: Cache<Job>,
@@ -223,4 +226,4 @@ fn relist<T: Default>(relisting: &mut Option<T>) -> &mut T {
 /// A VLLMService as its cache holds it: parsed, or the metadata and the
 /// error of one stored in a shape the types cannot read (e.g. under an older
 /// schema), so that one such object is reported instead of stalling the watch.
-pub type CachedService = kube::core::DeserializeGuard<vllmservice_api::VLLMService>;
+pub type CachedVllmService = kube::core::DeserializeGuard<vllmservice_api::VLLMService>;

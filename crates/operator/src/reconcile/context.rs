@@ -14,7 +14,7 @@ use kube::{
 use vllmservice_api::{VLLMService, VLLMServiceStatus};
 
 use crate::{
-    cache::{CachedService, Caches, StatusEchoes},
+    cache::{CachedVllmService, Caches, StatusEchoes},
     optional_apis::Apis,
     reconcile::build::Defaults,
     runtime::{metrics::Metrics, retry::Failures},
@@ -40,7 +40,7 @@ pub struct Context {
     /// The optional APIs installed when this controller's watches were set up.
     pub apis: Apis,
     /// The controller's cache of VLLMServices.
-    pub services: Store<CachedService>,
+    pub services: Store<CachedVllmService>,
     /// The controller's caches of children and of the objects they depend on.
     pub caches: Caches,
     pub metrics: Arc<Metrics>,
@@ -60,7 +60,7 @@ impl Context {
         reporter: Reporter,
         settings: Settings,
         apis: Apis,
-        services: Store<CachedService>,
+        services: Store<CachedVllmService>,
         caches: Caches,
         written: StatusEchoes,
         failures: Failures,

@@ -19,13 +19,13 @@ use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
 
 use crate::{
-    cache::CachedService,
+    cache::CachedVllmService,
     error::{Error, Result},
 };
 use context::Context;
 use gateway::Resolution;
 
-pub async fn reconcile(obj: &CachedService, ctx: &Context) -> Result<Action> {
+pub async fn reconcile(obj: &CachedVllmService, ctx: &Context) -> Result<Action> {
     let vs = match &obj.0 {
         Ok(vs) => ctx.latest(vs),
         Err(unreadable) => {

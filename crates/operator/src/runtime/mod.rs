@@ -17,11 +17,7 @@ use std::{
 use futures::{Future, FutureExt, StreamExt};
 use gateway_api::apis::standard::httproutes::HttpRoute;
 use k8s_openapi::api::{
-    apps::v1::Deployment,
-    autoscaling::v2::HorizontalPodAutoscaler,
-    batch::v1::Job,
-    core::v1::{PersistentVolumeClaim, Service},
-    policy::v1::PodDisruptionBudget,
+    autoscaling::v2::HorizontalPodAutoscaler, batch::v1::Job, policy::v1::PodDisruptionBudget,
 };
 use kube::{
     Client, Resource, ResourceExt,
@@ -38,8 +34,8 @@ use tracing::Instrument;
 
 use crate::{
     cache::{
-        CachedGateway, CachedPod, CachedService, Caches, NameIndex, Placement, PodIndex, PodLogs,
-        StatusEchoes, placement::NodeView,
+        CachedClaim, CachedDeployment, CachedGateway, CachedPod, CachedService, CachedVllmService,
+        Caches, NameIndex, Placement, PodIndex, PodLogs, StatusEchoes, placement::NodeView,
     },
     diagnosis::masking,
     error::{self, Error},
@@ -195,14 +191,14 @@ async fn run_watches(
     // own status writes do not come back as work. A status edited by someone
     // else is corrected at the next child event or resync.
     // `claims`: which services mount each claim, for the PVC watch.
-    let claims: NameIndex<CachedService> = NameIndex::new(claim_of);
+    let claims: NameIndex<CachedVllmService> = NameIndex::new(claim_of);
     // The statuses written that the cache does not show yet: each goes once
     // the cache holds a newer copy of its VLLMService.
     let echoes = StatusEchoes::default();
     let failures = Failures::default();
     let (vllm_cache, vllm_services) = {
         let (claims, echoes, failures) = (claims.clone(), echoes.clone(), failures.clone());
-        w.cache::<CachedService, _>(
+        w.cache::<CachedVllmService, _>(
             Select::All,
             Keep::Every,
             move |e| {
@@ -253,11 +249,10 @@ async fn run_watches(
         )
     };
     let (deployments, deployment_events) =
-        w.cache::<Deployment, _>(Select::Managed, Keep::Every, ignore, meta_only);
+        w.cache::<CachedDeployment, _>(Select::Managed, Keep::Every, ignore, meta_only);
     let (services, service_events) =
-        w.cache::<Service, _>(Select::Managed, Keep::Every, ignore, meta_only);
-    let (pvcs, pvc_events) =
-        w.cache::<PersistentVolumeClaim, _>(Select::All, Keep::Every, ignore, meta_only);
+        w.cache::<CachedService, _>(Select::Managed, Keep::Every, ignore, meta_only);
+    let (pvcs, pvc_events) = w.cache::<CachedClaim, _>(Select::All, Keep::Every, ignore, meta_only);
     let (pdbs, pdb_events) =
         w.cache::<PodDisruptionBudget, _>(Select::Managed, Keep::Every, ignore, meta_only);
     let (jobs, job_events) = w.cache::<Job, _>(Select::Managed, Keep::Every, ignore, meta_only);
@@ -280,7 +275,7 @@ async fn run_watches(
             job.owner_references()
                 .iter()
                 .filter(|r| r.kind == "VLLMService")
-                .map(|r| ObjectRef::<CachedService>::new(&r.name).within(&ns))
+                .map(|r| ObjectRef::<CachedVllmService>::new(&r.name).within(&ns))
                 .collect::<Vec<_>>()
         })
         .watches_stream(hpa_events, |hpa| {
@@ -417,16 +412,16 @@ async fn run_watches(
 }
 
 /// The claim a VLLMService mounts (`spec.storage.pvcName`).
-fn claim_of(vs: &CachedService) -> Option<String> {
+fn claim_of(vs: &CachedVllmService) -> Option<String> {
     vs.0.as_ref().ok()?.spec.storage.pvc_name.clone()
 }
 
 /// The VLLMServices in the cache whose `gatewayRef` names `gw`, to reconcile
 /// when it changes.
 fn services_using_gateway(
-    store: &Store<CachedService>,
+    store: &Store<CachedVllmService>,
     gw: &impl Resource,
-) -> Vec<ObjectRef<CachedService>> {
+) -> Vec<ObjectRef<CachedVllmService>> {
     let (Some(ns), Some(name)) = (&gw.meta().namespace, &gw.meta().name) else {
         return vec![];
     };
@@ -444,7 +439,10 @@ fn services_using_gateway(
         .collect()
 }
 
-async fn reconcile_guarded(obj: Arc<CachedService>, ctx: Arc<Context>) -> Result<Action, Error> {
+async fn reconcile_guarded(
+    obj: Arc<CachedVllmService>,
+    ctx: Arc<Context>,
+) -> Result<Action, Error> {
     let started = Instant::now();
     ctx.metrics.reconciles.inc();
     ctx.metrics.reconciles_in_flight.inc();
@@ -499,7 +497,7 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "no message".into())
 }
 
-fn error_policy(obj: Arc<CachedService>, err: &Error, ctx: Arc<Context>) -> Action {
+fn error_policy(obj: Arc<CachedVllmService>, err: &Error, ctx: Arc<Context>) -> Action {
     let category = err.category().as_str();
     ctx.metrics
         .reconcile_errors
@@ -533,7 +531,7 @@ mod tests {
 
     #[test]
     fn the_claim_of_a_service_is_its_pvc_name() {
-        let vs = |storage: serde_json::Value| -> CachedService {
+        let vs = |storage: serde_json::Value| -> CachedVllmService {
             serde_json::from_value(json!({
                 "apiVersion": "aiinfra.example.com/v1alpha1", "kind": "VLLMService",
                 "metadata": {"name": "qwen", "namespace": "ns"},
@@ -546,7 +544,7 @@ mod tests {
         assert_eq!(claim_of(&with).as_deref(), Some("models"));
         let without = vs(json!({"mountPath": "/models"}));
         assert_eq!(claim_of(&without), None);
-        let unreadable: CachedService = serde_json::from_value(json!({
+        let unreadable: CachedVllmService = serde_json::from_value(json!({
             "metadata": {"name": "bad", "namespace": "ns"}, "spec": {"storage": 3}}))
         .unwrap();
         assert!(unreadable.0.is_err());

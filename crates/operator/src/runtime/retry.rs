@@ -9,17 +9,17 @@ use std::{
 
 use kube::runtime::reflector::ObjectRef;
 
-use crate::cache::CachedService;
+use crate::cache::CachedVllmService;
 
 /// Consecutive failures per VLLMService. An entry goes when its object
 /// reconciles or is deleted (the VLLMService watch calls [`Failures::forget`]
 /// on each Delete), so the map holds only objects that exist and fail.
 #[derive(Clone, Default)]
-pub struct Failures(Arc<Mutex<HashMap<ObjectRef<CachedService>, u32>>>);
+pub struct Failures(Arc<Mutex<HashMap<ObjectRef<CachedVllmService>, u32>>>);
 
 impl Failures {
     /// Counts a failed reconcile of `obj`; returns how many in a row.
-    pub fn failed(&self, obj: ObjectRef<CachedService>) -> u32 {
+    pub fn failed(&self, obj: ObjectRef<CachedVllmService>) -> u32 {
         let mut f = self.0.lock().expect("failures lock");
         let n = f.entry(obj).or_default();
         *n = n.saturating_add(1);
@@ -27,7 +27,7 @@ impl Failures {
     }
 
     /// How many reconciles of `obj` failed in a row.
-    pub fn count(&self, obj: &ObjectRef<CachedService>) -> u32 {
+    pub fn count(&self, obj: &ObjectRef<CachedVllmService>) -> u32 {
         self.0
             .lock()
             .expect("failures lock")
@@ -37,7 +37,7 @@ impl Failures {
     }
 
     /// Forgets the failures of `obj`: it reconciled, or it is gone.
-    pub fn forget(&self, obj: &ObjectRef<CachedService>) {
+    pub fn forget(&self, obj: &ObjectRef<CachedVllmService>) {
         self.0.lock().expect("failures lock").remove(obj);
     }
 

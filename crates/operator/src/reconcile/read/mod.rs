@@ -68,8 +68,16 @@ pub async fn gather(vs: &Valid<'_>, ctx: &Context, now: Timestamp) -> Result<See
     let logs = logs::gather(vs, &pods, ctx, now).await;
     Ok(Seen {
         apis: ctx.apis,
-        deployment: caches.deployments.get(&ns, &name)?,
-        service: caches.services.get(&ns, &name)?,
+        deployment: caches
+            .deployments
+            .get(&ns, &name)?
+            .map(|d| d.typed())
+            .transpose()?,
+        service: caches
+            .services
+            .get(&ns, &name)?
+            .map(|s| s.typed())
+            .transpose()?,
         route: child(caches.routes.as_ref(), &ns, &name)?,
         monitor: child(caches.monitors.as_ref(), &ns, &name)?,
         rule: child(caches.rules.as_ref(), &ns, &name)?,
