@@ -12,7 +12,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 
 pub use v1alpha1::*;
-pub use validate::{FieldError, InvalidSpec, Valid, validate, validate_spec};
+pub use validate::{FieldError, InvalidSpec, Passed, Valid, validate, validate_spec};
 
 /// The command that regenerates the checked-in CRD, named in its header and in the drift test.
 pub const CRD_REGENERATE_COMMAND: &str =

@@ -152,6 +152,46 @@ pub fn validate(vllm: &VLLMService) -> Result<Valid<'_>, InvalidSpec> {
     }
 }
 
+/// The VLLMServices that passed [`validate`], by uid, with the generation that passed: the
+/// rules judge the spec and the name, and every change of the spec bumps the generation, so an
+/// object is checked again only when it changed. The controller reconciles an object several
+/// times per change (its children's events, the periodic resync), and the CRD's CEL rules are
+/// its largest cost per reconcile. Owned by its caller (one per controller); an entry goes with
+/// [`Passed::forget`] when its object is deleted.
+#[derive(Debug, Default)]
+pub struct Passed(std::sync::Mutex<std::collections::HashMap<String, i64>>);
+
+impl Passed {
+    /// [`validate`], unless this generation of `vllm` passed before.
+    pub fn validate<'a>(&self, vllm: &'a VLLMService) -> Result<Valid<'a>, InvalidSpec> {
+        let key = vllm.metadata.uid.clone().zip(vllm.metadata.generation);
+        let mut passed = self.0.lock().expect("validation memo lock");
+        if let Some((uid, generation)) = &key
+            && passed.get(uid) == Some(generation)
+        {
+            return Ok(Valid(vllm));
+        }
+        let valid = validate(vllm)?;
+        if let Some((uid, generation)) = key {
+            passed.insert(uid, generation);
+        }
+        Ok(valid)
+    }
+
+    /// Forgets the object with this uid (it was deleted).
+    pub fn forget(&self, uid: &str) {
+        self.0.lock().expect("validation memo lock").remove(uid);
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.lock().expect("validation memo lock").len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// Checks a spec against every rule of the CRD that is about the spec.
 pub fn validate_spec(spec: &VLLMServiceSpec) -> Result<(), InvalidSpec> {
     // The rule on the name is not about the spec: give it a name that passes.

@@ -637,3 +637,37 @@ proptest! {
         }
     }
 }
+
+/// A generation that passed is not checked again; a new generation is.
+#[test]
+fn a_passed_generation_is_not_checked_again_and_a_new_one_is() {
+    let passed = vllmservice_api::Passed::default();
+    let mut object = demo_with(&json!({}));
+    object["metadata"]["uid"] = json!("u-1");
+    object["metadata"]["generation"] = json!(1);
+    let vllm: VLLMService = serde_json::from_value(object.clone()).unwrap();
+    passed.validate(&vllm).expect("the demo is valid");
+    assert_eq!(passed.len(), 1);
+
+    // The same generation with a spec that breaks a rule: taken as checked
+    // (the API server bumps the generation on every spec change).
+    let mut broken = object.clone();
+    broken["spec"]["replicas"] = json!(-1);
+    let vllm: VLLMService = serde_json::from_value(broken.clone()).unwrap();
+    assert!(validate(&vllm).is_err(), "the broken spec breaks a rule");
+    assert!(passed.validate(&vllm).is_ok());
+
+    // Its next generation is checked, and refused.
+    broken["metadata"]["generation"] = json!(2);
+    let vllm: VLLMService = serde_json::from_value(broken).unwrap();
+    assert!(passed.validate(&vllm).is_err());
+
+    // An object without uid (a file given to `render`) is always checked.
+    let mut no_uid = demo_with(&json!({"replicas": -1}));
+    no_uid["metadata"]["generation"] = json!(1);
+    let vllm: VLLMService = serde_json::from_value(no_uid).unwrap();
+    assert!(passed.validate(&vllm).is_err());
+
+    passed.forget("u-1");
+    assert!(passed.is_empty());
+}

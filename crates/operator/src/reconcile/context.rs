@@ -48,6 +48,8 @@ pub struct Context {
     pub settings: Settings,
     /// Consecutive failures per object, for exponential backoff.
     pub failures: Failures,
+    /// The generation of each VLLMService that passed validation.
+    pub passed: Arc<vllmservice_api::Passed>,
     /// The statuses written that the cache does not show yet.
     written: StatusEchoes,
 }
@@ -64,6 +66,7 @@ impl Context {
         caches: Caches,
         written: StatusEchoes,
         failures: Failures,
+        passed: Arc<vllmservice_api::Passed>,
     ) -> Self {
         Context {
             recorder: Recorder::new(client.clone(), reporter),
@@ -74,6 +77,7 @@ impl Context {
             metrics,
             settings,
             failures,
+            passed,
             written,
         }
     }

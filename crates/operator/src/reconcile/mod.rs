@@ -37,7 +37,7 @@ pub async fn reconcile(obj: &CachedVllmService, ctx: &Context) -> Result<Action>
         // Children go with their owner through garbage collection.
         return Ok(Action::await_change());
     }
-    let spec = match vllmservice_api::validate(&vs) {
+    let spec = match ctx.passed.validate(&vs) {
         Ok(spec) => spec,
         Err(invalid) => return status::write::invalid(ctx, &vs, &invalid.to_string()).await,
     };

@@ -196,8 +196,14 @@ async fn run_watches(
     // the cache holds a newer copy of its VLLMService.
     let echoes = StatusEchoes::default();
     let failures = Failures::default();
+    let passed = Arc::new(vllmservice_api::Passed::default());
     let (vllm_cache, vllm_services) = {
-        let (claims, echoes, failures) = (claims.clone(), echoes.clone(), failures.clone());
+        let (claims, echoes, failures, passed) = (
+            claims.clone(),
+            echoes.clone(),
+            failures.clone(),
+            passed.clone(),
+        );
         w.cache::<CachedVllmService, _>(
             Select::All,
             Keep::Every,
@@ -205,6 +211,9 @@ async fn run_watches(
                 claims.saw(e);
                 if let Ok(watcher::Event::Delete(vs)) = e {
                     failures.forget(&ObjectRef::from_obj(vs));
+                    if let Some(uid) = vs.uid() {
+                        passed.forget(&uid);
+                    }
                 }
             },
             move |vs| {
@@ -378,7 +387,7 @@ async fn run_watches(
         namespace: opts.namespace.clone(),
     };
     let ctx = Arc::new(Context::new(
-        client, metrics, reporter, settings, apis, store, caches, echoes, failures,
+        client, metrics, reporter, settings, apis, store, caches, echoes, failures, passed,
     ));
     let reconciling = controller
         .with_config(controller::Config::default().concurrency(opts.concurrency))
