@@ -165,15 +165,16 @@ impl Passed {
     /// [`validate`], unless this generation of `vllm` passed before.
     pub fn validate<'a>(&self, vllm: &'a VLLMService) -> Result<Valid<'a>, InvalidSpec> {
         let key = vllm.metadata.uid.clone().zip(vllm.metadata.generation);
-        let mut passed = self.0.lock().expect("validation memo lock");
+        let memo = || self.0.lock().expect("validation memo lock");
         if let Some((uid, generation)) = &key
-            && passed.get(uid) == Some(generation)
+            && memo().get(uid) == Some(generation)
         {
             return Ok(Valid(vllm));
         }
+        // Checked without the lock held: the CEL rules are the slow part.
         let valid = validate(vllm)?;
         if let Some((uid, generation)) = key {
-            passed.insert(uid, generation);
+            memo().insert(uid, generation);
         }
         Ok(valid)
     }
