@@ -71,8 +71,12 @@ enum Command {
         /// Print instead the ClusterRoles for people: reading VLLMServices
         /// aggregated into Kubernetes' view, edit and admin roles, writing them
         /// into edit and admin.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "gpu_accounting")]
         user_roles: bool,
+        /// Print instead the ClusterRole and binding that `run --gpu-accounting`
+        /// needs besides the cluster-wide RBAC (list/watch of nodes).
+        #[arg(long, conflicts_with = "watch_namespace")]
+        gpu_accounting: bool,
     },
 }
 
@@ -112,6 +116,18 @@ struct RunArgs {
     /// Watch only this namespace (default: all).
     #[arg(long, env = "VLLM_OPERATOR_NAMESPACE")]
     watch_namespace: Option<String>,
+    /// Count the free GPUs of the cluster: watch every node and every pod, so
+    /// that rollout strategy Auto picks a surge or in-place replacement before
+    /// the rollout and a blocked rollout shows the numbers. Needs the nodes
+    /// rule of `rbac --gpu-accounting` (chart: gpuAccounting). Off by default:
+    /// the operator then watches only its own pods, and Auto replaces in place
+    /// once a surge pod has stayed unschedulable for --surge-unschedulable-seconds.
+    #[arg(
+        long,
+        env = "VLLM_OPERATOR_GPU_ACCOUNTING",
+        conflicts_with = "watch_namespace"
+    )]
+    gpu_accounting: bool,
     #[command(flatten)]
     defaults: BuildArgs,
     /// Fill the watch caches from streamed lists (Kubernetes' WatchList,
@@ -188,6 +204,16 @@ struct BuildArgs {
         value_parser = clap::value_parser!(i64).range(60..)
     )]
     download_deadline_seconds: i64,
+    /// How long rollout strategy Auto waits for a surge pod that the scheduler
+    /// cannot place (no free GPU beside the old pods) before it replaces the
+    /// pods in place, one at a time, saying so in the Progressing condition.
+    #[arg(
+        long,
+        env = "VLLM_OPERATOR_SURGE_UNSCHEDULABLE_SECONDS",
+        default_value_t = vllmservice_controller::reconcile::build::DEFAULT_SURGE_UNSCHEDULABLE_SECONDS,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    surge_unschedulable_seconds: u64,
 }
 
 impl BuildArgs {
@@ -195,6 +221,7 @@ impl BuildArgs {
         vllmservice_controller::reconcile::build::Defaults {
             prometheus_address: self.prometheus_address.clone(),
             download_deadline_seconds: self.download_deadline_seconds,
+            surge_unschedulable_seconds: self.surge_unschedulable_seconds,
         }
     }
 }
@@ -255,6 +282,14 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
             user_roles: true, ..
         } => {
             print!("{}", print::user_roles_yaml()?);
+            Ok(())
+        }
+        Command::Rbac {
+            namespace,
+            gpu_accounting: true,
+            ..
+        } => {
+            print!("{}", print::gpu_accounting_rbac_yaml(&namespace)?);
             Ok(())
         }
         Command::Rbac {
@@ -363,8 +398,7 @@ fn controller_options(args: &RunArgs, health: Health) -> runtime::Options {
         status_settle: Duration::from_secs(args.status_settle_seconds),
         instance: args.instance.clone(),
         namespace: args.watch_namespace.clone(),
-        // The RBAC of watch-namespace mode grants no cluster-wide pod or node reads.
-        gpu_accounting: args.watch_namespace.is_none(),
+        gpu_accounting: args.gpu_accounting,
         defaults: args.defaults.defaults(),
         streaming_lists: args.streaming_lists,
         health,

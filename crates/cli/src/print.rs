@@ -28,7 +28,34 @@ pub fn rbac_yaml(namespace: &str) -> anyhow::Result<String> {
         "# Generated from crates/operator/src/rbac.rs by vllmservice-operator; do not edit.\n\
          # Regenerate with: cargo run -p vllmservice-operator -- rbac > config/rbac/role.yaml\n\
          # What each rule is for:\n{}{cluster_role}---\n{role}",
-        rbac::rationale()
+        rbac::rationale(
+            rbac::CLUSTER_RULES
+                .iter()
+                .chain(rbac::LEADER_ELECTION_RULES)
+        )
+    ))
+}
+
+/// The ClusterRole and binding that `run --gpu-accounting` adds, as checked in
+/// at `config/rbac/gpu-accounting.yaml`.
+pub fn gpu_accounting_rbac_yaml(namespace: &str) -> anyhow::Result<String> {
+    use vllmservice_controller::rbac;
+    let name = rbac::GPU_ACCOUNTING_ROLE_NAME;
+    let role = serde_saphyr::to_string(&rbac::cluster_role(name, rbac::GPU_ACCOUNTING_RULES))?;
+    let binding = serde_saphyr::to_string(&rbac::cluster_role_binding(
+        name,
+        name,
+        rbac::SERVICE_ACCOUNT_NAME,
+        namespace,
+    ))?;
+    Ok(format!(
+        "# Generated from crates/operator/src/rbac.rs by vllmservice-operator; do not edit.\n\
+         # Regenerate with: cargo run -p vllmservice-operator -- rbac --gpu-accounting > config/rbac/gpu-accounting.yaml\n\
+         # Only for `vllmservice-operator run --gpu-accounting` (cluster-wide): the free-GPU count\n\
+         # watches every node. Apply it next to deploy/install.yaml and set the operator's\n\
+         # VLLM_OPERATOR_GPU_ACCOUNTING=true, or set gpuAccounting=true in the Helm chart.\n\
+         # What each rule is for:\n{}{role}---\n{binding}",
+        rbac::rationale(rbac::GPU_ACCOUNTING_RULES)
     ))
 }
 
@@ -72,7 +99,11 @@ pub fn watch_namespace_rbac_yaml(namespace: &str, watch: &str) -> anyhow::Result
          #   kubectl -n {namespace} set env deployment/vllmservice-operator VLLM_OPERATOR_NAMESPACE={watch}\n\
          # (the Helm chart does the same with --set watchNamespace={watch}).\n\
          # What each rule is for:\n{}{}",
-        rbac::rationale(),
+        rbac::rationale(
+            rbac::CLUSTER_RULES
+                .iter()
+                .chain(rbac::LEADER_ELECTION_RULES)
+        ),
         docs.join("---\n"),
         sa = rbac::SERVICE_ACCOUNT_NAME,
         cluster_role = rbac::CLUSTER_ROLE_NAME,

@@ -16,7 +16,8 @@
 //!   cluster-scoped); see [`watch_namespace`].
 //!
 //! Leader election always needs a [`role`] of [`LEADER_ELECTION_RULES`] in the
-//! operator's own namespace.
+//! operator's own namespace; `run --gpu-accounting` (cluster-wide only) also
+//! needs the ClusterRole of [`GPU_ACCOUNTING_RULES`].
 //! Pure: data and its rendering as Role and ClusterRole objects.
 
 use k8s_openapi::{
@@ -49,10 +50,6 @@ pub const DEFAULT_NAMESPACE: &str = "vllmservice-system";
 pub enum Scope {
     Namespaced,
     Cluster,
-    /// Cluster-scoped, and used only when the operator watches every namespace
-    /// (counting free GPUs needs every namespace's pods): not granted in
-    /// watch-namespace mode.
-    AllNamespaces,
 }
 
 /// One RBAC rule: `verbs` on `resources` of API group `group` ("" = core).
@@ -155,14 +152,7 @@ pub const CLUSTER_RULES: &[Rule] = &[
         resources: &["pods", "persistentvolumeclaims"],
         verbs: WATCH,
         scope: Scope::Namespaced,
-        why: "caches: diagnose pods (scheduling, image pulls, crashes) and check spec.storage's PVC; cluster-wide, the GPUs every pod holds (rollout strategy Auto)",
-    },
-    Rule {
-        group: "",
-        resources: &["nodes"],
-        verbs: WATCH,
-        scope: Scope::AllNamespaces,
-        why: "cache: the nodes' allocatable GPUs, labels and taints, for rollout strategy Auto and the numbers of a blocked rollout",
+        why: "caches: diagnose pods (scheduling, image pulls, crashes; the operator's own pods, by label) and check spec.storage's PVC; with run --gpu-accounting, the GPUs every pod of the cluster holds",
     },
     Rule {
         group: "",
@@ -193,6 +183,21 @@ pub const CLUSTER_RULES: &[Rule] = &[
         why: "events (the recorder creates them and patches a repeated one's series)",
     },
 ];
+
+/// What `run --gpu-accounting` adds to a cluster-wide grant: counting the free
+/// GPUs of the cluster needs every node (and every namespace's pods, which the
+/// cluster-wide [`CLUSTER_RULES`] already grant). Its own ClusterRole
+/// ([`GPU_ACCOUNTING_ROLE_NAME`]), so that the default install holds no rule on nodes.
+pub const GPU_ACCOUNTING_RULES: &[Rule] = &[Rule {
+    group: "",
+    resources: &["nodes"],
+    verbs: WATCH,
+    scope: Scope::Cluster,
+    why: "cache: the nodes' allocatable GPUs, labels and taints, for rollout strategy Auto's choice before a rollout and the numbers of a blocked rollout (only with run --gpu-accounting)",
+}];
+
+/// The name of the ClusterRole of [`GPU_ACCOUNTING_RULES`] (and of its binding).
+pub const GPU_ACCOUNTING_ROLE_NAME: &str = "vllmservice-operator-gpu-accounting";
 
 /// The leader-election permissions, granted only in the operator's own namespace.
 pub const LEADER_ELECTION_RULES: &[Rule] = &[Rule {
@@ -410,11 +415,10 @@ pub fn watch_namespace(operator_namespace: &str, watch_namespace: &str) -> Watch
     }
 }
 
-/// A comment block listing why each rule is there, for the generated YAML.
-pub fn rationale() -> String {
-    CLUSTER_RULES
-        .iter()
-        .chain(LEADER_ELECTION_RULES)
+/// A comment block listing why each of `rules` is there, for the generated YAML.
+pub fn rationale<'a>(rules: impl IntoIterator<Item = &'a Rule>) -> String {
+    rules
+        .into_iter()
         .map(|r| {
             let group = if r.group.is_empty() { "core" } else { r.group };
             format!(
@@ -473,7 +477,6 @@ mod tests {
             (gr::<ScaledObject>(), OWN_OPTIONAL, Scope::Namespaced),
             (gr::<HorizontalPodAutoscaler>(), WATCH, Scope::Namespaced),
             (gr::<Pod>(), WATCH, Scope::Namespaced),
-            (gr::<Node>(), WATCH, Scope::AllNamespaces),
             (gr::<PersistentVolumeClaim>(), WATCH, Scope::Namespaced),
             (gr::<Gateway>(), WATCH, Scope::Namespaced),
             (gr::<CustomResourceDefinition>(), WATCH, Scope::Cluster),
@@ -509,6 +512,12 @@ mod tests {
         let (group, plural) = gr::<Lease>();
         for verb in ["get", "create", "patch", "list", "watch"] {
             assert!(granted(LEADER_ELECTION_RULES, &group, &plural, verb));
+        }
+        let (group, plural) = gr::<Node>();
+        for verb in WATCH {
+            assert!(granted(GPU_ACCOUNTING_RULES, &group, &plural, verb));
+            // The default install holds no rule on nodes.
+            assert!(!granted(CLUSTER_RULES, &group, &plural, verb));
         }
     }
 
@@ -558,6 +567,7 @@ mod tests {
         ] {
             for verb in not {
                 assert!(!granted(CLUSTER_RULES, g, r, verb), "{verb} {g}/{r}");
+                assert!(!granted(GPU_ACCOUNTING_RULES, g, r, verb), "{verb} {g}/{r}");
                 assert!(
                     !granted(LEADER_ELECTION_RULES, g, r, verb),
                     "{verb} {g}/{r}"
@@ -591,8 +601,8 @@ mod tests {
             Some(&["customresourcedefinitions".to_string()][..])
         );
         let role = w.role.rules.unwrap();
-        // Less the CRD rule and the node rule (no free-GPU count in this mode).
-        assert_eq!(role.len(), CLUSTER_RULES.len() - 2);
+        // Less the CRD rule.
+        assert_eq!(role.len(), CLUSTER_RULES.len() - 1);
         assert!(
             !role
                 .iter()

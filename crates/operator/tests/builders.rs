@@ -484,6 +484,67 @@ fn auto_surges_only_when_a_new_pod_fits() {
     );
 }
 
+/// Without a GPU count Auto surges; a surge pod the scheduler refuses for the
+/// patience turns the recorded surge into one pod at a time, saying why; not
+/// before, and not for a scale-up (no surge under way).
+#[test]
+fn auto_replaces_in_place_after_an_unschedulable_surge_pod() {
+    use std::time::Duration;
+    use vllmservice_controller::reconcile::seen::Unplaced;
+    let vs = example("full.yaml");
+    let v = valid(&vs);
+    let strategy = |d: &k8s_openapi::api::apps::v1::Deployment| {
+        d.metadata.annotations.as_ref().unwrap()[rollout::STRATEGY_ANNOTATION].clone()
+    };
+    // The live Deployment surges to the current template: one pod more than it wants.
+    let mut live = build::deployment(&v, &Seen::default());
+    let want = live.spec.as_ref().unwrap().replicas.unwrap();
+    live.status = Some(k8s_openapi::api::apps::v1::DeploymentStatus {
+        replicas: Some(want + 1),
+        ..Default::default()
+    });
+    assert_eq!(strategy(&live), "Surge");
+    let unplaced = |waited: u64| Unplaced {
+        pod: "qwen-7d9f-abcde".into(),
+        message: "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.".into(),
+        waited: Duration::from_secs(waited),
+        patience: Duration::from_secs(60),
+    };
+    let seen = |u: Option<Unplaced>, live: &k8s_openapi::api::apps::v1::Deployment| Seen {
+        deployment: Some(live.clone()),
+        unplaced: u,
+        ..Seen::default()
+    };
+    assert_eq!(
+        strategy(&build::deployment(&v, &seen(Some(unplaced(59)), &live))),
+        "Surge"
+    );
+    assert_eq!(
+        seen(Some(unplaced(59)), &live).recheck_after(),
+        Some(Duration::from_secs(1)),
+        "looked at again when the patience runs out"
+    );
+    let d = build::deployment(&v, &seen(Some(unplaced(60)), &live));
+    assert_eq!(strategy(&d), "OneAtATime");
+    assert_eq!(
+        d.metadata.annotations.as_ref().unwrap()[rollout::REASON_ANNOTATION],
+        "surge pod qwen-7d9f-abcde unschedulable for 60 s (0/3 nodes are available: 3 \
+         Insufficient nvidia.com/gpu.): replacing in place, one pod at a time"
+    );
+    assert_eq!(
+        serde_json::to_value(d.spec.as_ref().unwrap().strategy.as_ref().unwrap()).unwrap(),
+        serde_json::json!({"type": "RollingUpdate",
+            "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}})
+    );
+    // A scale-up's unschedulable pod replaces nothing: the surge stays.
+    let mut scaling = live.clone();
+    scaling.status.as_mut().unwrap().replicas = Some(want);
+    assert_eq!(
+        strategy(&build::deployment(&v, &seen(Some(unplaced(600)), &scaling))),
+        "Surge"
+    );
+}
+
 fn text() -> impl Strategy<Value = String> {
     prop_oneof![".*", "[a-z0-9./:-]{0,300}", Just(String::new())]
 }

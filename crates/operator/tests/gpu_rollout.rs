@@ -5,7 +5,9 @@
 //!
 //! Each test makes its own kwok node(s), labelled and tainted with the test's
 //! namespace so that no other test's pods land there, and an in-process
-//! operator that counts the cluster's free GPUs from its node and pod caches.
+//! operator that counts the cluster's free GPUs from its node and pod caches
+//! (or, as installed by default, does not, and learns from an unschedulable
+//! surge pod).
 
 mod common;
 
@@ -116,7 +118,10 @@ fn rollout_done(image: &str) -> impl Fn(&VLLMService) -> bool + '_ {
 /// A service of 2 one-GPU pods, Available on its own node of 2 GPUs (so every
 /// GPU it may use is taken), with rollout `strategy`.
 async fn full_node_service(prefix: &str, strategy: &str) -> (Env, PoolNode) {
-    let env = Env::new(prefix).await;
+    full_node_service_in(Env::new(prefix).await, strategy).await
+}
+
+async fn full_node_service_in(env: Env, strategy: &str) -> (Env, PoolNode) {
     let node = PoolNode::add(&env, "a", 2).await;
     env.bound_pvc("models").await;
     env.create(pool_service(&env, "qwen", 2, strategy)).await;
@@ -161,6 +166,65 @@ async fn auto_replaces_in_place_when_every_gpu_is_taken() {
     assert!(
         !seen.iter().any(|vs| progressing(vs).1 == "RolloutBlocked"),
         "Auto never blocks"
+    );
+    let last = seen.last().unwrap().status.clone().unwrap();
+    assert_eq!(last.rollout_strategy.as_deref(), Some("OneAtATime"));
+    let d = env.api::<Deployment>().get("qwen").await.unwrap();
+    let rolling = d.spec.unwrap().strategy.unwrap().rolling_update.unwrap();
+    assert_eq!(
+        serde_json::to_value(&rolling).unwrap(),
+        json!({"maxSurge": 0, "maxUnavailable": 1})
+    );
+}
+
+/// The default install counts no GPUs (no node watch, pods by label only):
+/// Auto surges, and once the surge pod has stayed Unschedulable for the
+/// patience, replaces in place, saying why.
+#[tokio::test]
+async fn without_gpu_accounting_auto_replaces_in_place_after_an_unschedulable_surge_pod() {
+    let env = Env::with_options("gpu-auto-blind", |o| {
+        o.gpu_accounting = false;
+        o.defaults.surge_unschedulable_seconds = 3;
+    })
+    .await;
+    let (env, _node) = full_node_service_in(env, "Auto").await;
+
+    let image = "vllm/vllm-openai:v0.11.1";
+    env.patch_spec("qwen", json!({"image": image})).await;
+    let seen = statuses_until(
+        &env,
+        "qwen",
+        "the rollout to the new image",
+        rollout_done(image),
+    )
+    .await;
+    let progress: Vec<_> = seen.iter().map(progressing).collect();
+    // A surge first: the operator cannot know that no GPU is free.
+    let surged = seen.iter().position(|vs| {
+        vs.status
+            .as_ref()
+            .and_then(|s| s.rollout_strategy.as_deref())
+            == Some("Surge")
+            && progressing(vs).1 == "RolloutInProgress"
+    });
+    let in_place = seen.iter().position(|vs| {
+        let p = progressing(vs);
+        p.1 == "RolloutInProgress" && p.2.contains("replacing in place")
+    });
+    let (Some(surged), Some(in_place)) = (surged, in_place) else {
+        panic!("want a surge, then replacing in place: {progress:#?}");
+    };
+    assert!(surged < in_place, "{progress:#?}");
+    let message = progressing(&seen[in_place]).2;
+    assert!(
+        message.contains("surge pod qwen-")
+            && message.contains("unschedulable for")
+            && message.contains("Insufficient nvidia.com/gpu"),
+        "{message}"
+    );
+    assert!(
+        !progress.iter().any(|p| p.1 == "RolloutBlocked"),
+        "Auto never blocks: {progress:#?}"
     );
     let last = seen.last().unwrap().status.clone().unwrap();
     assert_eq!(last.rollout_strategy.as_deref(), Some("OneAtATime"));

@@ -118,6 +118,9 @@ where
 enum Grant<'a> {
     /// One ClusterRole with every rule, bound cluster-wide (deploy/install.yaml).
     ClusterWide(&'a [Rule]),
+    /// As `ClusterWide`, for `run --gpu-accounting` (the rules should include
+    /// `rbac::GPU_ACCOUNTING_RULES`).
+    GpuAccounting(&'a [Rule]),
     /// Watch-namespace mode: a Role in the test namespace with the namespaced
     /// rules, and a ClusterRole with the cluster-scoped ones (the CRDs).
     WatchNamespace(&'a [Rule]),
@@ -156,10 +159,9 @@ impl RbacEnv {
             .expect("create the ServiceAccount");
 
         let role_name = format!("{}-test-{}", rbac::CLUSTER_ROLE_NAME, ns.name);
-        // As the binary: free GPUs are counted only with the cluster-wide grant.
-        let gpu_accounting = matches!(grant, Grant::ClusterWide(_));
+        let gpu_accounting = matches!(grant, Grant::GpuAccounting(_));
         let rules = match grant {
-            Grant::ClusterWide(rules) => {
+            Grant::ClusterWide(rules) | Grant::GpuAccounting(rules) => {
                 let role = rbac::cluster_role(&role_name, rules);
                 Api::<ClusterRole>::all(admin.clone())
                     .create(&PostParams::default(), &role)
@@ -326,7 +328,48 @@ async fn generated_cluster_role_is_enough_for_the_whole_flow() {
         0,
         "the operator got 403 responses: {forbidden:#?}"
     );
-    // The GPU count watches every node and every namespace's pods.
+    // As installed by default: no node is read, pods are watched by the
+    // operator's label only.
+    let sent = t.forbidden.sent();
+    assert!(
+        !sent.iter().any(|r| r.contains("/nodes")),
+        "a node request without --gpu-accounting: {sent:#?}"
+    );
+    let pod_watches: Vec<_> = sent
+        .iter()
+        .filter(|r| {
+            rbac_verb(r).is_some_and(|(g, res, v)| g.is_empty() && res == "pods" && v != "get")
+        })
+        .collect();
+    assert!(!pod_watches.is_empty(), "never listed pods: {sent:#?}");
+    for r in &pod_watches {
+        assert!(
+            r.contains("labelSelector="),
+            "pods read without the operator's label: {r}"
+        );
+    }
+    assert!(t.env.operator.is_running());
+}
+
+/// With `--gpu-accounting` and its ClusterRole, the free-GPU count watches
+/// every node and every namespace's pods, and nothing is refused.
+#[tokio::test]
+async fn the_gpu_accounting_role_is_enough_for_the_gpu_count() {
+    let rules: Vec<Rule> = rbac::CLUSTER_RULES
+        .iter()
+        .chain(rbac::GPU_ACCOUNTING_RULES)
+        .copied()
+        .collect();
+    let t = RbacEnv::new("rbac-gpus", Grant::GpuAccounting(&rules)).await;
+    let env = &t.env;
+    env.bound_pvc("models").await;
+    env.create(common::gpu_service("qwen", "models")).await;
+    env.wait_for(
+        "qwen",
+        "Available with GPU accounting",
+        common::is_available,
+    )
+    .await;
     let sent: Vec<_> = t
         .forbidden
         .sent()
@@ -342,23 +385,19 @@ async fn generated_cluster_role_is_enough_for_the_whole_flow() {
             );
         }
     }
+    let forbidden = t.forbidden.seen();
+    assert_eq!(user_forbidden_count(&forbidden), 0, "{forbidden:#?}");
     assert!(t.env.operator.is_running());
 }
 
-/// The node rule is what the free-GPU count needs (the one rule of scope
-/// AllNamespaces, not granted in watch-namespace mode and so not part of
-/// `every_granted_verb_is_needed`): without it the node watch is refused, the
-/// operator keeps running, and the service still becomes Available (Auto then
-/// surges, as when the capacity is unknown).
+/// The node rule is what the free-GPU count needs (not part of
+/// `every_granted_verb_is_needed`, which runs without `--gpu-accounting`):
+/// with `--gpu-accounting` but without its ClusterRole the node watch is
+/// refused, the operator keeps running, and the service still becomes
+/// Available (Auto then surges, as when the capacity is unknown).
 #[tokio::test]
 async fn without_the_node_rule_the_gpu_count_is_refused_and_serving_goes_on() {
-    let without_nodes: Vec<Rule> = rbac::CLUSTER_RULES
-        .iter()
-        .filter(|r| r.scope != Scope::AllNamespaces)
-        .copied()
-        .collect();
-    assert_eq!(without_nodes.len(), rbac::CLUSTER_RULES.len() - 1);
-    let t = RbacEnv::new("rbac-nodes", Grant::ClusterWide(&without_nodes)).await;
+    let t = RbacEnv::new("rbac-nodes", Grant::GpuAccounting(rbac::CLUSTER_RULES)).await;
     let env = &t.env;
     env.bound_pvc("models").await;
     env.create(common::gpu_service("qwen", "models")).await;
@@ -689,12 +728,9 @@ impl Variant {
 fn variants() -> Vec<Variant> {
     let mut out = Vec::new();
     let mut unproven = Vec::new();
-    // Watch-namespace mode grants no rule of scope AllNamespaces (the node
-    // watch): `without_the_node_rule_...` proves that one.
-    for rule in rbac::CLUSTER_RULES
-        .iter()
-        .filter(|r| r.scope != Scope::AllNamespaces)
-    {
+    // The node rule of `--gpu-accounting` is not among them:
+    // `without_the_node_rule_...` proves that one.
+    for rule in rbac::CLUSTER_RULES {
         for resource in rule.resources {
             for verb in rule.verbs {
                 match scenario_for(rule.group, resource, verb) {

@@ -58,6 +58,28 @@ pub struct Seen {
     pub downloads: Vec<DownloadSeen>,
     /// Download Jobs this VLLMService owns that its spec no longer needs.
     pub stale_jobs: Vec<Job>,
+    /// The pod of this VLLMService that the scheduler has refused longest.
+    pub unplaced: Option<Unplaced>,
+}
+
+/// A pod the scheduler could not place (PodScheduled False, Unschedulable),
+/// and how long Auto's surge waits for such a pod before it replaces in place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unplaced {
+    pub pod: String,
+    /// The scheduler's message ("0/3 nodes are available: 3 Insufficient nvidia.com/gpu").
+    pub message: String,
+    /// Since the pod became unschedulable.
+    pub waited: Duration,
+    /// `--surge-unschedulable-seconds`.
+    pub patience: Duration,
+}
+
+impl Unplaced {
+    /// The surge has waited long enough for this pod.
+    pub fn waited_out(&self) -> bool {
+        self.waited >= self.patience
+    }
 }
 
 /// How often the progress of a running download is read again: its log
@@ -66,8 +88,22 @@ const DOWNLOAD_RECHECK: Duration = Duration::from_secs(10);
 
 impl Seen {
     /// When to look again without an event: a download that runs or is about
-    /// to, or a load reaching its startup budget.
+    /// to, a load reaching its startup budget, or an unschedulable pod reaching
+    /// the surge's patience.
     pub fn recheck_after(&self) -> Option<Duration> {
+        let unplaced = self
+            .unplaced
+            .as_ref()
+            .filter(|u| !u.waited_out())
+            .map(|u| u.patience - u.waited);
+        let others = self.recheck_after_io();
+        match (unplaced, others) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn recheck_after_io(&self) -> Option<Duration> {
         let downloading = self.downloads.iter().any(|d| {
             matches!(
                 d.state,

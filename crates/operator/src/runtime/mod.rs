@@ -77,9 +77,11 @@ pub struct Options {
     pub namespace: Option<String>,
     /// Where the controller reports cache sync and loop state (for `/readyz`, `/healthz`).
     pub health: Health,
-    /// Watch every node and every running pod of the cluster to count free GPUs
-    /// (rollout strategy Auto, the numbers of a blocked rollout). Needs the
-    /// cluster-wide node and pod rules; off in watch-namespace mode.
+    /// Watch every node and every pod of the cluster to count free GPUs
+    /// (rollout strategy Auto decides before the rollout; a blocked rollout
+    /// shows the numbers). Needs the cluster-wide node and pod rules; off by
+    /// default, when the pods are watched by the operator's label only and
+    /// Auto learns from an unschedulable surge pod instead.
     pub gpu_accounting: bool,
     /// What the operator's flags put into the objects it builds (the
     /// Prometheus KEDA queries, the download deadline).
@@ -99,7 +101,7 @@ impl Default for Options {
             instance: None,
             namespace: None,
             health: Health::default(),
-            gpu_accounting: true,
+            gpu_accounting: false,
             defaults: Defaults::default(),
             streaming_lists: false,
         }

@@ -80,6 +80,7 @@ impl Operator {
         .expect("operator client");
         let opts = runtime::Options {
             namespace: Some(ns.to_string()),
+            gpu_accounting: true,
             defaults: vllmservice_controller::reconcile::build::Defaults {
                 prometheus_address: prometheus_address.to_string(),
                 ..Default::default()
@@ -164,6 +165,7 @@ impl Env {
         .expect("operator client");
         let mut opts = runtime::Options {
             namespace: Some(ns.name.clone()),
+            gpu_accounting: true,
             ..runtime::Options::default()
         };
         change(&mut opts);

@@ -35,7 +35,14 @@ pub struct Defaults {
     /// (`activeDeadlineSeconds`): a stalled download does not hold its claim
     /// and keep the service waiting forever.
     pub download_deadline_seconds: i64,
+    /// How long rollout strategy Auto waits for a surge pod the scheduler
+    /// cannot place before it replaces the pods in place, one at a time.
+    pub surge_unschedulable_seconds: u64,
 }
+
+/// A minute: the scheduler places a waiting pod within seconds of something
+/// freeing up, and a rollout should not stall much longer than that.
+pub const DEFAULT_SURGE_UNSCHEDULABLE_SECONDS: u64 = 60;
 
 /// 12 hours: a 700 GB model at 200 Mbit/s takes about 8.
 pub const DEFAULT_DOWNLOAD_DEADLINE_SECONDS: i64 = 12 * 3600;
@@ -45,6 +52,7 @@ impl Default for Defaults {
         Defaults {
             prometheus_address: DEFAULT_PROMETHEUS_ADDRESS.to_string(),
             download_deadline_seconds: DEFAULT_DOWNLOAD_DEADLINE_SECONDS,
+            surge_unschedulable_seconds: DEFAULT_SURGE_UNSCHEDULABLE_SECONDS,
         }
     }
 }

@@ -1,13 +1,16 @@
 //! How the Deployment replaces its pods, decided before each rollout: the
 //! user's strategy, or for Auto a surge when a new pod fits beside the old
-//! ones (free GPUs on the nodes the pods may use) and one pod at a time when
-//! it does not. Pure: the decision reads the capacity the read step computed
-//! and what the live Deployment records of the last decision.
+//! ones (free GPUs on the nodes the pods may use, when the operator counts
+//! them) and one pod at a time when it does not. Pure: the decision reads what
+//! the read step saw (capacity, unschedulable pods) and what the live
+//! Deployment records of the last decision.
 //!
 //! The decision is made only when the pod template changes (a rollout
 //! starts); while the template stays the same the live Deployment's
 //! recorded decision is kept, so free GPUs coming and going cause no writes.
-//! Pure.
+//! One exception: a surge whose new pod the scheduler has refused for
+//! `--surge-unschedulable-seconds` turns into one pod at a time (without GPU
+//! accounting, the default, that is how Auto learns there is no room).
 
 use k8s_openapi::{
     api::apps::v1::{Deployment, DeploymentStrategy, RollingUpdateDeployment},
@@ -111,28 +114,51 @@ fn auto(vs: &Valid<'_>, seen: &Seen, template_hash: &str) -> Plan {
         // The first pods: nothing to replace.
         return surge;
     };
+    let outage = if vs.spec.replicas <= 1 {
+        "; with 1 replica the service is unavailable until the new pod is ready"
+    } else {
+        ""
+    };
+    let in_place = |why: String| Plan {
+        replace: Replace::OneAtATime,
+        reason: Some(format!(
+            "{why}: replacing in place, one pod at a time{outage}"
+        )),
+    };
     if let Some(kept) = recorded(live, template_hash) {
-        return kept;
+        // Without a count of free GPUs (or when the count was wrong) the surge
+        // is tried: a surge pod the scheduler keeps refusing means there is no
+        // room beside the old pods.
+        return match (&kept.replace, &seen.unplaced) {
+            (Replace::Surge { .. }, Some(u)) if surging(live) && u.waited_out() => {
+                in_place(format!(
+                    "surge pod {} unschedulable for {} s ({})",
+                    u.pod,
+                    u.waited.as_secs(),
+                    u.message
+                ))
+            }
+            _ => kept,
+        };
     }
     match &seen.capacity {
         Some(c) if !c.fits(1) => {
             let (resource, _, _) = c.scarce();
-            let outage = if vs.spec.replicas <= 1 {
-                "; with 1 replica the service is unavailable until the new pod is ready"
-            } else {
-                ""
-            };
-            Plan {
-                replace: Replace::OneAtATime,
-                reason: Some(format!(
-                    "no free {resource} for a surge pod ({}): replacing in place, one pod at a \
-                     time{outage}",
-                    c.describe()
-                )),
-            }
+            in_place(format!(
+                "no free {resource} for a surge pod ({})",
+                c.describe()
+            ))
         }
         _ => surge,
     }
+}
+
+/// The Deployment has more pods than it wants: a surge is under way (not a
+/// scale-up, whose new pods replace nothing).
+fn surging(live: &Deployment) -> bool {
+    let want = live.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let have = live.status.as_ref().and_then(|s| s.replicas).unwrap_or(0);
+    have > want
 }
 
 /// The plan recorded on `live` when it was made for the same template.

@@ -9,7 +9,9 @@
 mod downloads;
 mod logs;
 
-use k8s_openapi::jiff::Timestamp;
+use std::time::Duration;
+
+use k8s_openapi::{api::core::v1::Pod, jiff::Timestamp};
 use kube::ResourceExt;
 use vllmservice_api::Valid;
 
@@ -22,7 +24,7 @@ use crate::{
     reconcile::{
         context::Context,
         gateway::Target,
-        seen::{GatewaySeen, Seen, Storage},
+        seen::{GatewaySeen, Seen, Storage, Unplaced},
     },
 };
 
@@ -66,7 +68,9 @@ pub async fn gather(vs: &Valid<'_>, ctx: &Context, now: Timestamp) -> Result<See
     };
     let (downloads, stale_jobs) = downloads::gather(vs, ctx).await?;
     let logs = logs::gather(vs, &pods, ctx, now).await;
+    let patience = Duration::from_secs(ctx.settings.defaults.surge_unschedulable_seconds);
     Ok(Seen {
+        unplaced: unplaced(&pods, now, patience),
         apis: ctx.apis,
         deployment: caches
             .deployments
@@ -96,6 +100,31 @@ pub async fn gather(vs: &Valid<'_>, ctx: &Context, now: Timestamp) -> Result<See
         downloads,
         stale_jobs,
     })
+}
+
+/// The pod the scheduler has refused longest, if any.
+fn unplaced(pods: &[Pod], now: Timestamp, patience: Duration) -> Option<Unplaced> {
+    pods.iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| {
+            let c = p.status.as_ref()?.conditions.as_ref()?.iter().find(|c| {
+                c.type_ == "PodScheduled"
+                    && c.status == "False"
+                    && c.reason.as_deref() == Some("Unschedulable")
+            })?;
+            let since = c.last_transition_time.as_ref()?.0;
+            let waited = now
+                .duration_since(since)
+                .try_into()
+                .unwrap_or(Duration::ZERO);
+            Some(Unplaced {
+                pod: p.name_any(),
+                message: c.message.clone().unwrap_or_default(),
+                waited,
+                patience,
+            })
+        })
+        .max_by_key(|u| u.waited)
 }
 
 /// The object `name` from `cache` (None when the kind's API is not installed).

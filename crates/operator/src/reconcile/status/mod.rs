@@ -13,7 +13,9 @@ pub mod write;
 
 use k8s_openapi::{api::apps::v1::Deployment, jiff::Timestamp};
 use kube::ResourceExt;
-use vllmservice_api::{EngineStatus, Phase, VLLMServiceStatus, Valid, condition_types as ct};
+use vllmservice_api::{
+    EngineStatus, Phase, RolloutStrategy, VLLMServiceStatus, Valid, condition_types as ct,
+};
 
 use crate::{
     diagnosis::{
@@ -64,8 +66,13 @@ impl<'a> Workload<'a> {
             .iter()
             .filter(|p| p.metadata.deletion_timestamp.is_some())
             .count();
+        // Auto's surge waits for an unschedulable pod, then replaces in place
+        // (`build::rollout`): not blocked.
+        let auto_waits = vs.spec.rollout.strategy == RolloutStrategy::Auto
+            && rollout == Some(rollout::Rollout::Surging);
         let findings = workload::findings(deployment, &seen.pods, &seen.logs.diagnoses)
             .into_iter()
+            .filter(|f| !(auto_waits && f.reason == "Unschedulable"))
             .filter_map(|f| rollout::scheduling(f, seen.capacity.as_ref(), rollout, stopping))
             .collect();
         Workload {
