@@ -60,12 +60,17 @@ impl<'a> Workload<'a> {
             .unwrap_or_default();
         let updated = status.updated_replicas.unwrap_or(0);
         let rollout = deployment.and_then(|d| rollout::rollout_state(d, updated));
-        // A new pod that waits for the resources of stopping pods is not blocked.
+        // A new pod that waits for the resources of stopping pods is not
+        // blocked, nor one that waits while an in-place rollout has more pods
+        // than it wants (the Deployment controller stops an old one next).
+        let making_room = rollout == Some(rollout::Rollout::InPlace)
+            && status.replicas.unwrap_or(0) > vs.spec.replicas;
         let stopping = seen
             .pods
             .iter()
             .filter(|p| p.metadata.deletion_timestamp.is_some())
-            .count();
+            .count()
+            + usize::from(making_room);
         // Auto's surge waits for an unschedulable pod, then replaces in place
         // (`build::rollout`): not blocked.
         let auto_waits = vs.spec.rollout.strategy == RolloutStrategy::Auto
