@@ -223,12 +223,44 @@ fn helm_template_renders_the_values() {
             "ClusterRole",
             "ClusterRoleBinding",
             "Deployment",
+            "PodDisruptionBudget",
             "Role",
             "RoleBinding",
             "Service",
             "ServiceAccount"
         ]
     );
+    // One replica gets no disruption budget (it would only block a drain);
+    // the admission policy and the NetworkPolicy are opt-in.
+    let single = helm(&[
+        "template",
+        "ops",
+        CHART,
+        "--set",
+        "replicaCount=1,leaderElection.enabled=false",
+    ]);
+    assert!(!kinds(&single).contains(&"PodDisruptionBudget".to_string()));
+    let opted = helm(&[
+        "template",
+        "ops",
+        CHART,
+        "--set",
+        "admissionPolicy.enabled=true,networkPolicy.enabled=true",
+    ]);
+    for kind in [
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "NetworkPolicy",
+    ] {
+        assert!(
+            !kinds(&default).contains(&kind.to_string()),
+            "{kind} is opt-in"
+        );
+        assert!(
+            kinds(&opted).contains(&kind.to_string()),
+            "{kind} not rendered"
+        );
+    }
     // The RBAC rules are the generated ones; the user roles are shipped as generated.
     let cluster_roles: Vec<ClusterRole> = documents(&default)
         .iter()
@@ -491,7 +523,7 @@ impl Drop for ClusterScoped {
     fn drop(&mut self) {
         let _ = testkit::kubectl(&[
             "delete",
-            "clusterrole,clusterrolebinding",
+            "clusterrole,clusterrolebinding,validatingadmissionpolicy,validatingadmissionpolicybinding",
             "-l",
             &format!("app.kubernetes.io/instance={}", self.0),
             "--wait=false",
@@ -584,4 +616,109 @@ async fn install_yaml_installs_into_a_restricted_namespace() {
     }
     assert_restricted(NS);
     assert_pods_admitted(&client, NS, "vllmservice-operator", 2).await;
+}
+
+// ---- the chart's ValidatingAdmissionPolicy -------------------------------------
+
+/// A VLLMService in `ns`, with `extra` spec fields, as YAML.
+fn service_yaml(ns: &str, name: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: aiinfra.example.com/v1alpha1\nkind: VLLMService\n\
+         metadata: {{name: {name}, namespace: {ns}}}\n\
+         spec:\n  image: vllm/vllm-openai:latest\n  modelPath: /models/m\n  modelName: m\n  \
+         replicas: 1\n  storage: {{pvcName: models, mountPath: /models}}\n{extra}"
+    )
+}
+
+/// `kubectl create --dry-run=server` of a service: admission runs in full, and
+/// no operator of another test sees the object.
+fn dry_run_create(yaml: &str) -> Result<(), String> {
+    let out = testkit::kubectl_stdin(&["create", "--dry-run=server", "-f", "-"], yaml);
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+/// With `admissionPolicy.enabled`, the real API server refuses privileged and
+/// hostIPC VLLMServices outside the allowed namespaces, naming the field, and
+/// admits them inside; plain services pass everywhere. The policy's
+/// expressions type-check against the CRD's schema (no warnings in its status).
+#[tokio::test]
+async fn admission_policy_keeps_privileged_services_to_allowed_namespaces() {
+    testkit::install_crds();
+    let client = testkit::client().await;
+    let allowed = TestNamespace::new(&client, "vap-allowed").await;
+    let checked = TestNamespace::new(&client, "vap-checked").await;
+    // Only these two namespaces are checked: other tests' services stay out of it.
+    let mark = testkit::random_suffix();
+    for ns in [&allowed.name, &checked.name] {
+        testkit::kubectl_ok(&["label", "namespace", ns, &format!("vap-test={mark}")]);
+    }
+    let release = format!("vap-{mark}");
+    let _cleanup = ClusterScoped(release.clone());
+    let rendered = helm(&[
+        "template",
+        &release,
+        CHART,
+        "--show-only",
+        "templates/admission-policy.yaml",
+        "--set",
+        "admissionPolicy.enabled=true",
+        "--set",
+        &format!("admissionPolicy.allowedNamespaces={{{}}}", allowed.name),
+        "--set",
+        &format!("admissionPolicy.namespaceLabels.vap-test={mark}"),
+    ]);
+    kubectl_apply_stdin(&["apply", "-f", "-"], &rendered);
+    let policy = format!("{release}-vllmservice-operator-pod-privileges");
+
+    let privileged = "  securityContext: {privileged: true}\n";
+    let host_ipc = "  hostIPC: true\n";
+    // The API server loads a new policy asynchronously: its first refusal is the signal.
+    let refused = testkit::wait_until(Duration::from_secs(60), "the policy refuses", || async {
+        dry_run_create(&service_yaml(&checked.name, "p", privileged)).err()
+    })
+    .await;
+    for wanted in [
+        "spec.securityContext.privileged: privileged vLLM pods are not allowed in namespace ",
+        checked.name.as_str(),
+        policy.as_str(),
+        allowed.name.as_str(),
+    ] {
+        assert!(refused.contains(wanted), "{wanted:?} missing in: {refused}");
+    }
+    let refused = dry_run_create(&service_yaml(&checked.name, "h", host_ipc))
+        .expect_err("hostIPC outside the allowed namespaces is refused");
+    assert!(
+        refused.contains("spec.hostIPC: vLLM pods in the host IPC namespace are not allowed"),
+        "{refused}"
+    );
+    dry_run_create(&service_yaml(&checked.name, "plain", "")).expect("a plain service passes");
+    dry_run_create(&service_yaml(
+        &allowed.name,
+        "both",
+        &format!("{privileged}{host_ipc}"),
+    ))
+    .expect("privileged and hostIPC pass in an allowed namespace");
+
+    let policies: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &kube::discovery::ApiResource::erase::<
+            k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy,
+        >(&()),
+    );
+    // Type checking is done once the status has caught up with the spec.
+    let status = testkit::wait_until(Duration::from_secs(30), "the policy's status", || async {
+        let p = policies.get(&policy).await.unwrap();
+        let status = p.data["status"].clone();
+        (status["observedGeneration"].as_i64() == p.metadata.generation).then_some(status)
+    })
+    .await;
+    assert_eq!(
+        status["typeChecking"]["expressionWarnings"],
+        serde_json::Value::Null,
+        "the policy's expressions type-check against the CRD: {status}"
+    );
 }
