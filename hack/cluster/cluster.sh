@@ -297,8 +297,23 @@ up() {
     --listen-metrics-urls "" --log-level warn
   wait_for etcd 30 curl -sf "http://127.0.0.1:$etcd_port/health"
 
+  # Writes by the ServiceAccounts of namespace vllm-audited are audited, so a
+  # test can tell which process wrote what (a stalled leader writes nothing
+  # after it resumes); everything else is not logged.
+  cat > "$dir/audit-policy.yaml" <<'EOF'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  userGroups: ["system:serviceaccounts:vllm-audited"]
+  verbs: [create, update, patch, delete, deletecollection]
+- level: None
+EOF
   start kube-apiserver "$bin/kube-apiserver" \
     --etcd-servers "http://127.0.0.1:$etcd_port" \
+    --audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/audit.log" \
+    --audit-log-format json \
     --bind-address "$host_ip" --advertise-address "$host_ip" --secure-port "$api_port" \
     --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
     --client-ca-file "$pki/ca.crt" \

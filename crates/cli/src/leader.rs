@@ -13,11 +13,14 @@ use std::{
         Arc,
         atomic::{AtomicU8, Ordering},
     },
+    time::{Duration, SystemTime},
 };
 
 use anyhow::Context as _;
 use futures::StreamExt as _;
 use vllmservice_controller::runtime::metrics::Metrics;
+
+use crate::fence::Fence;
 
 /// Which part this replica plays, for `/readyz`.
 #[derive(Clone)]
@@ -60,7 +63,9 @@ pub struct Lease {
 
 /// Waits for the leader Lease, then runs `controller()` while holding it.
 /// Losing the lease stops every write at once (the controller future is
-/// dropped) and ends the process, so a stale leader can never write;
+/// dropped) and ends the process; before the lease task even notices, `fence`
+/// (which the controller's client writes through) closes when the lease may
+/// have expired, so a stalled leader that resumes cannot write either.
 /// `shutdown` (SIGTERM) releases the lease so the next replica takes over
 /// without waiting for it to expire.
 pub async fn run_as_leader<C, E>(
@@ -68,6 +73,7 @@ pub async fn run_as_leader<C, E>(
     metrics: Arc<Metrics>,
     lease: Lease,
     role: Role,
+    fence: Fence,
     shutdown: impl Future<Output = ()>,
     mut controller: impl FnMut() -> C,
 ) -> anyhow::Result<()>
@@ -97,8 +103,8 @@ where
     let (mut leading, mut lease_task) = manager().await?.watch().await;
     // kube-lease-manager lets a follower sleep until the lease it saw would expire;
     // a leader that stops releases the lease, and this watch sees that at once.
-    let released = lease_released(&client, &namespace, &name);
-    tokio::pin!(released);
+    let leases = lease_changes(&client, &namespace, &name);
+    tokio::pin!(leases);
     tokio::pin!(shutdown);
     tracing::info!(
         identity,
@@ -114,8 +120,13 @@ where
                     anyhow::bail!("the leader lease task ended: {:?}", lease_task.await);
                 }
             }
-            Some(()) = released.next() => {
-                if !*leading.borrow() {
+            Some(seen) = leases.next() => {
+                fence.observe(&seen, &identity);
+                let free = seen
+                    .spec
+                    .and_then(|s| s.holder_identity)
+                    .is_none_or(|h| h.is_empty());
+                if free && !*leading.borrow() {
                     // Compete now: a fresh manager tries to take a free lease first thing.
                     tracing::info!(identity, "the leader lease was released; competing for it");
                     lease_task.abort();
@@ -129,6 +140,9 @@ where
             continue;
         }
         tracing::info!(identity, "became the leader; controller starting");
+        // The lease manager has just written the lease; the watch below
+        // brings its exact renewal time.
+        fence.open_until(SystemTime::now() + Duration::from_secs(duration_seconds));
         metrics.leader.set(1);
         role.set(Role::LEADER);
         let reconciling = controller();
@@ -149,9 +163,17 @@ where
                 break Lost::No;
             }
             _ = lost_lease => break Lost::Lease,
+            // kube-lease-manager retries a failing renewal and keeps saying
+            // "leading" meanwhile, even after the lease expired and another
+            // replica took it: stop at the deadline, as client-go does.
+            () = fence.expired() => break Lost::NotRenewed,
+            () = follow_renewals(&mut leases, &fence, &identity) => {
+                break Lost::Failed(anyhow::anyhow!("the watch of the leader Lease ended"));
+            }
             _ = &mut shutdown => break Lost::No,
         }
     };
+    fence.close();
     metrics.leader.set(0);
     role.set(Role::FOLLOWER);
     // Closing the channel makes the lease task release the lease and end.
@@ -167,6 +189,9 @@ where
         Lost::Lease => anyhow::bail!(
             "lost the leader lease: stopped reconciling; exiting so that a fresh start can compete again"
         ),
+        Lost::NotRenewed => anyhow::bail!(
+            "the leader lease was not renewed before it expired: stopped reconciling; exiting so that a fresh start can compete again"
+        ),
         Lost::Failed(e) => return Err(e),
     }
     tracing::info!("stopped and released the leader lease");
@@ -179,16 +204,30 @@ enum Lost {
     No,
     /// Another replica holds the lease now.
     Lease,
+    /// The lease expired without a renewal this replica saw.
+    NotRenewed,
     /// The controller stopped with this error.
     Failed(anyhow::Error),
 }
 
-/// Yields whenever the Lease `name` is seen without a holder.
-fn lease_released(
+/// Keeps `fence` on the Lease's renewals while leading; returns if the
+/// watch ends.
+async fn follow_renewals(
+    leases: &mut (impl futures::Stream<Item = k8s_openapi::api::coordination::v1::Lease> + Unpin),
+    fence: &Fence,
+    identity: &str,
+) {
+    while let Some(seen) = leases.next().await {
+        fence.observe(&seen, identity);
+    }
+}
+
+/// The Lease `name` each time it changes (renewals, a new holder, a release).
+fn lease_changes(
     client: &kube::Client,
     namespace: &str,
     name: &str,
-) -> impl futures::Stream<Item = ()> + Send + 'static {
+) -> impl futures::Stream<Item = k8s_openapi::api::coordination::v1::Lease> + Send + 'static {
     use futures::StreamExt;
     use kube::runtime::{WatchStreamExt, watcher};
     let api: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
@@ -202,12 +241,7 @@ fn lease_released(
                 // E.g. a missing RBAC verb: the takeover then waits for the lease to expire.
                 tracing::warn!(error = %e, "watching the leader Lease failed; retrying");
             }
-            let free = lease.ok().is_some_and(|l| {
-                l.spec
-                    .and_then(|s| s.holder_identity)
-                    .is_none_or(|h| h.is_empty())
-            });
-            std::future::ready(free.then_some(()))
+            std::future::ready(lease.ok())
         })
 }
 

@@ -12,6 +12,7 @@
 
 #[cfg(feature = "jemalloc")]
 mod alloc;
+mod fence;
 mod leader;
 mod print;
 mod server;
@@ -340,8 +341,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let config = kube::Config::infer()
         .await
         .context("no Kubernetes configuration: set KUBECONFIG or run in a cluster")?;
-    let client = vllmservice_controller::runtime::metrics::counting_client(config, metrics.clone())
-        .context("building the Kubernetes client")?;
+    let client =
+        vllmservice_controller::runtime::metrics::counting_client(config.clone(), metrics.clone())
+            .context("building the Kubernetes client")?;
     let health = Health::default();
     let role = Role::new(if args.leader_election_namespace.is_some() {
         Role::FOLLOWER
@@ -371,9 +373,18 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         duration_seconds: args.leader_election_lease_duration_seconds,
         renew_grace_seconds: args.leader_election_renew_grace_seconds,
     };
+    // The controller writes through the fence; the lease's own renewals do not.
+    let fence = fence::Fence::default();
+    let fenced = kube::client::ClientBuilder::try_from(config)
+        .context("building the Kubernetes client")?
+        .with_layer(&vllmservice_controller::runtime::metrics::count_writes(
+            metrics.clone(),
+        ))
+        .with_layer(&fence.layer())
+        .build();
     let controller = || {
         runtime::run(
-            client.clone(),
+            fenced.clone(),
             metrics.clone(),
             opts.clone(),
             std::future::pending(),
@@ -384,6 +395,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         metrics.clone(),
         lease,
         role,
+        fence,
         shutdown_signal(),
         controller,
     )

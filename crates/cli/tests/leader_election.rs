@@ -8,11 +8,12 @@
 
 use std::{
     io::Write as _,
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::Command,
-    time::{Duration, Instant},
+    time::{Duration, Instant, SystemTime},
 };
 
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::{
     api::{
         apps::v1::Deployment,
@@ -28,6 +29,7 @@ use kube::{
 use testkit::TestNamespace;
 use testkit::process::{Process, free_local_addr, http_get};
 use vllmservice_api::VLLMService;
+use vllmservice_controller::rbac;
 
 const BIN: &str = env!("CARGO_BIN_EXE_vllmservice-operator");
 /// Generous bounds: these are convergence checks, not performance assertions.
@@ -43,6 +45,11 @@ struct OperatorProcess {
 
 impl OperatorProcess {
     fn start(name: &str, ns: &str, lease: &str) -> OperatorProcess {
+        Self::start_as(name, ns, lease, testkit::cluster().kubeconfig())
+    }
+
+    /// Started with the credentials of `kubeconfig`.
+    fn start_as(name: &str, ns: &str, lease: &str, kubeconfig: &Path) -> OperatorProcess {
         let metrics = free_local_addr();
         let mut cmd = Command::new(BIN);
         cmd.args(["run", "--watch-namespace", ns])
@@ -52,10 +59,10 @@ impl OperatorProcess {
                 "--leader-election-lease-duration-seconds",
                 &LEASE_SECONDS.to_string(),
             ])
-            .args(["--leader-election-renew-grace-seconds", "2"])
+            .args(["--leader-election-renew-grace-seconds", "3"])
             .args(["--metrics-addr", &metrics])
             .args(["--instance", name])
-            .env("KUBECONFIG", testkit::cluster().kubeconfig())
+            .env("KUBECONFIG", kubeconfig)
             // Debug logs too: more places a secret could slip into.
             .env("RUST_LOG", "info,vllmservice_controller=debug");
         let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
@@ -390,7 +397,7 @@ async fn killed_leader_is_replaced_and_the_pending_change_converges() {
     report(
         "L1. leader failover (SIGKILL)",
         &format!(
-            "2 replicas, lease {LEASE_SECONDS} s / renew grace 2 s; the leader SIGKILLed, then replicas 1→2"
+            "2 replicas, lease {LEASE_SECONDS} s / renew grace 3 s; the leader SIGKILLed, then replicas 1→2"
         ),
         times,
     );
@@ -430,5 +437,265 @@ async fn a_terminated_leader_releases_the_lease_and_the_other_takes_over() {
         times,
     );
     assert_eq!(setup.lease_holder().await.as_deref(), Some("b"));
+    setup.assert_no_secret_in_logs(&[&a, &b]);
+}
+
+/// The namespace whose ServiceAccounts' writes kube-apiserver records in its
+/// audit log (hack/cluster/cluster.sh).
+const AUDITED: &str = "vllm-audited";
+
+/// A ServiceAccount of [`AUDITED`] holding the operator's generated rules:
+/// its ClusterRole, and the leader-election Role in the test's namespace, so
+/// that the API server tells which process wrote; removed when dropped.
+struct AuditedIdentity {
+    name: String,
+    kubeconfig: PathBuf,
+    lease_binding: Api<RoleBinding>,
+}
+
+impl AuditedIdentity {
+    async fn new(client: &Client, ns: &str, name: &str) -> AuditedIdentity {
+        let _ = testkit::kubectl(&["create", "namespace", AUDITED]);
+        testkit::kubectl_ok(&["-n", AUDITED, "create", "serviceaccount", name]);
+        let create = PostParams::default();
+        let role = format!("{AUDITED}-{name}");
+        Api::<ClusterRole>::all(client.clone())
+            .create(&create, &rbac::cluster_role(&role, rbac::CLUSTER_RULES))
+            .await
+            .unwrap();
+        Api::<ClusterRoleBinding>::all(client.clone())
+            .create(
+                &create,
+                &rbac::cluster_role_binding(&role, &role, name, AUDITED),
+            )
+            .await
+            .unwrap();
+        let roles = Api::<Role>::namespaced(client.clone(), ns);
+        let lease_role = rbac::role(&role, ns, rbac::LEADER_ELECTION_RULES);
+        roles.create(&create, &lease_role).await.unwrap();
+        let lease_binding = Api::<RoleBinding>::namespaced(client.clone(), ns);
+        lease_binding
+            .create(
+                &create,
+                &rbac::role_binding(&role, ns, &role, name, AUDITED),
+            )
+            .await
+            .unwrap();
+        AuditedIdentity {
+            name: name.into(),
+            kubeconfig: testkit::service_account_kubeconfig(AUDITED, name),
+            lease_binding,
+        }
+    }
+
+    fn username(&self) -> String {
+        format!("system:serviceaccount:{AUDITED}:{}", self.name)
+    }
+
+    /// Takes away its rights on the Lease: it can neither renew nor read it.
+    async fn cut_lease_access(&self) {
+        self.lease_binding
+            .delete(&format!("{AUDITED}-{}", self.name), &Default::default())
+            .await
+            .unwrap();
+    }
+}
+
+impl Drop for AuditedIdentity {
+    fn drop(&mut self) {
+        let role = format!("{AUDITED}-{}", self.name);
+        let _ = testkit::kubectl(&[
+            "delete",
+            "clusterrolebinding,clusterrole",
+            &role,
+            "--wait=false",
+        ]);
+        let _ = testkit::kubectl(&["-n", AUDITED, "delete", "serviceaccount", &self.name]);
+    }
+}
+
+/// The writes kube-apiserver received from `username` at or after `since`,
+/// as "verb resource/name (code)", from its audit log.
+fn audited_writes(username: &str, since: SystemTime) -> Vec<String> {
+    let path = testkit::cluster().dir().join("audit.log");
+    let log = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading kube-apiserver's audit log {}: {e}", path.display()));
+    let since = k8s_openapi::jiff::Timestamp::try_from(since).unwrap();
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["user"]["username"] == username)
+        .filter(|e| {
+            e["requestReceivedTimestamp"]
+                .as_str()
+                .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+                .is_some_and(|t| t >= since)
+        })
+        .map(|e| {
+            format!(
+                "{} {}/{} ({})",
+                e["verb"].as_str().unwrap_or_default(),
+                e["objectRef"]["resource"].as_str().unwrap_or_default(),
+                e["objectRef"]["name"].as_str().unwrap_or_default(),
+                e["responseStatus"]["code"]
+            )
+        })
+        .collect()
+}
+
+/// Sends `signal` (e.g. "STOP") to `p`.
+fn signal(p: &OperatorProcess, signal: &str) {
+    let out = Command::new("kill")
+        .args([&format!("-{signal}"), &p.process.pid().to_string()])
+        .output()
+        .expect("run kill");
+    assert!(out.status.success(), "kill -{signal}: {out:?}");
+}
+
+/// A leader that stalls (SIGSTOP, as a long pause would) while services are
+/// created loses its lease to the other replica, which converges them. When
+/// the stalled one resumes, its caches and queue are stale and the services it
+/// has not seen yet are due: it must exit without writing (its renew deadline
+/// or lease task usually stops it first; a reconcile that gets ahead meets the
+/// fence, `fence` unit tests), and kube-apiserver's audit log holds no write of its
+/// identity after it resumed but its lease manager's.
+#[tokio::test]
+async fn a_stalled_leader_that_resumes_writes_nothing() {
+    let setup = Setup::new("le-stall").await;
+    let ns = &setup.ns.name;
+    let suffix = testkit::random_suffix();
+    let a_id = AuditedIdentity::new(&setup.client, ns, &format!("stall-a-{suffix}")).await;
+    let b_id = AuditedIdentity::new(&setup.client, ns, &format!("stall-b-{suffix}")).await;
+    let mut a = OperatorProcess::start_as("a", ns, &setup.lease, &a_id.kubeconfig);
+    wait("a to lead", &[&a], || async {
+        (a.leader().await == Some(1)).then_some(())
+    })
+    .await;
+    let b = OperatorProcess::start_as("b", ns, &setup.lease, &b_id.kubeconfig);
+    wait("b to serve /metrics", &[&a, &b], || async {
+        b.leader().await.map(|_| ())
+    })
+    .await;
+    setup.create_service("chat").await;
+    wait("chat to be Available", &[&a, &b], || async {
+        setup.available("chat", "1/1").await
+    })
+    .await;
+    assert!(
+        !audited_writes(&a_id.username(), SystemTime::UNIX_EPOCH).is_empty(),
+        "the audit log records the leader's writes"
+    );
+
+    signal(&a, "STOP");
+    const BURST: usize = 5;
+    for i in 0..BURST {
+        setup.create_service(&format!("burst-{i}")).await;
+    }
+    wait("b to lead", &[&a, &b], || async {
+        (b.leader().await == Some(1)).then_some(())
+    })
+    .await;
+    for i in 0..BURST {
+        wait("b to converge the burst", &[&a, &b], || async {
+            setup.available(&format!("burst-{i}"), "1/1").await
+        })
+        .await;
+    }
+
+    let resumed = SystemTime::now();
+    signal(&a, "CONT");
+    let status = a
+        .exited(Duration::from_secs(30))
+        .await
+        .unwrap_or_else(|| panic!("the resumed leader did not exit:\n{}", a.log_tail()));
+    assert!(!status.success(), "a exited with {status}");
+    // By the lease task or by the renew deadline, whichever runs first.
+    let log = a.log_text();
+    assert!(
+        log.contains("lost the leader lease") || log.contains("not renewed before it expired"),
+        "{}",
+        a.log_tail()
+    );
+    let after: Vec<String> = audited_writes(&a_id.username(), resumed)
+        .into_iter()
+        .filter(|w| !w.contains(" leases/"))
+        .collect();
+    assert!(
+        after.is_empty(),
+        "the stalled leader wrote after it resumed: {after:#?}"
+    );
+    assert_eq!(setup.lease_holder().await.as_deref(), Some("b"));
+    setup.assert_no_secret_in_logs(&[&a, &b]);
+}
+
+/// A leader that can no longer renew its lease (its rights on the Lease are
+/// taken away, as a partition of that one API would) stops writing before the
+/// lease expires and exits at the expiry, while the other replica takes over
+/// and converges a change made meanwhile. kube-lease-manager alone keeps
+/// retrying the renewal and reporting "leading": without the renew deadline
+/// this leader would go on writing beside the new one.
+#[tokio::test]
+async fn a_leader_that_cannot_renew_stops_writing_before_its_lease_expires() {
+    let setup = Setup::new("le-renew").await;
+    let ns = &setup.ns.name;
+    let suffix = testkit::random_suffix();
+    let a_id = AuditedIdentity::new(&setup.client, ns, &format!("renew-a-{suffix}")).await;
+    let b_id = AuditedIdentity::new(&setup.client, ns, &format!("renew-b-{suffix}")).await;
+    let mut a = OperatorProcess::start_as("a", ns, &setup.lease, &a_id.kubeconfig);
+    wait("a to lead", &[&a], || async {
+        (a.leader().await == Some(1)).then_some(())
+    })
+    .await;
+    let b = OperatorProcess::start_as("b", ns, &setup.lease, &b_id.kubeconfig);
+    setup.create_service("chat").await;
+    wait("chat to be Available", &[&a, &b], || async {
+        setup.available("chat", "1/1").await
+    })
+    .await;
+
+    a_id.cut_lease_access().await;
+    let lease = Api::<Lease>::namespaced(setup.client.clone(), ns)
+        .get(&setup.lease)
+        .await
+        .unwrap()
+        .spec
+        .unwrap();
+    assert_eq!(lease.holder_identity.as_deref(), Some("a"));
+    // a's last renewal, unless one landed just before the cut: the fence point
+    // is at the latest a lease term after the cut.
+    let cut = SystemTime::now();
+    let fence_point = cut + Duration::from_secs(LEASE_SECONDS) - Duration::from_secs(1);
+    setup
+        .services()
+        .patch(
+            "chat",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 2}})),
+        )
+        .await
+        .unwrap();
+    let status = a
+        .exited(WAIT)
+        .await
+        .unwrap_or_else(|| panic!("a leader that cannot renew kept running:\n{}", a.log_tail()));
+    assert!(!status.success(), "a exited with {status}");
+    assert!(
+        a.log_text().contains("not renewed before it expired"),
+        "{}",
+        a.log_tail()
+    );
+    wait("b to lead and converge the change", &[&a, &b], || async {
+        setup.available("chat", "2/2").await
+    })
+    .await;
+    assert_eq!(setup.lease_holder().await.as_deref(), Some("b"));
+    let late: Vec<String> = audited_writes(&a_id.username(), fence_point)
+        .into_iter()
+        .filter(|w| !w.contains(" leases/"))
+        .collect();
+    assert!(late.is_empty(), "a wrote after its lease term: {late:#?}");
+    assert!(
+        !audited_writes(&b_id.username(), cut).is_empty(),
+        "the audit log records the new leader's writes"
+    );
     setup.assert_no_secret_in_logs(&[&a, &b]);
 }

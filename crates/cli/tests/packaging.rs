@@ -380,6 +380,7 @@ fn helm_template_renders_the_values() {
             "ClusterRole",
             "ClusterRoleBinding",
             "Deployment",
+            "PodDisruptionBudget",
             "Role",
             "Role",
             "RoleBinding",
