@@ -36,6 +36,6 @@ LABEL org.opencontainers.image.title="vllmservice-operator" \
 COPY --from=build /out/vllmservice-operator /usr/local/bin/vllmservice-operator
 # 65532 is distroless's "nonroot"; numeric so runAsNonRoot can verify it.
 USER 65532:65532
-EXPOSE 8080
+EXPOSE 8443 8081
 ENTRYPOINT ["/usr/local/bin/vllmservice-operator"]
 CMD ["run"]

@@ -79,12 +79,14 @@ gen_install() { # output-file
 gen_clusterrole() { # output-file
   local role=config/rbac/role.yaml watch=config/rbac/watch-namespace.yaml
   local gpus=config/rbac/gpu-accounting.yaml
-  local cluster_rules lease_rules crd_rules namespaced_rules gpu_rules
-  cluster_rules=$(rules_of "$role" ClusterRole)
+  local cluster_rules reader_rules lease_rules crd_rules namespaced_rules gpu_rules
+  cluster_rules=$(rules_of "$role" ClusterRole vllmservice-operator)
+  reader_rules=$(rules_of "$role" ClusterRole vllmservice-operator-metrics-reader)
   lease_rules=$(rules_of "$role" Role)
   crd_rules=$(rules_of "$watch" ClusterRole vllmservice-operator-crds)
   namespaced_rules=$(rules_of "$watch" Role vllmservice-operator)
-  [ -n "$cluster_rules" ] && [ -n "$lease_rules" ] || { echo "no rules found in $role" >&2; exit 1; }
+  [ -n "$cluster_rules" ] && [ -n "$lease_rules" ] && [ -n "$reader_rules" ] ||
+    { echo "no rules found in $role" >&2; exit 1; }
   [ -n "$crd_rules" ] && [ -n "$namespaced_rules" ] || { echo "no rules found in $watch" >&2; exit 1; }
   gpu_rules=$(rules_of "$gpus" ClusterRole)
   [ -n "$gpu_rules" ] || { echo "no rules found in $gpus" >&2; exit 1; }
@@ -120,6 +122,16 @@ metadata:
     {{- include "vllmservice-operator.labels" . | nindent 4 }}
 $cluster_rules
 {{- end }}
+---
+# For scrapers of the operator's /metrics (HTTPS with a bearer token): bind it
+# to your Prometheus' ServiceAccount.
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: {{ include "vllmservice-operator.fullname" . }}-metrics-reader
+  labels:
+    {{- include "vllmservice-operator.labels" . | nindent 4 }}
+$reader_rules
 {{- if .Values.gpuAccounting }}
 ---
 # gpuAccounting: the free-GPU count watches every node.

@@ -62,7 +62,10 @@ stop_operator
 metrics_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 # Only namespace ai-demo: the operator leaves VLLMServices elsewhere (e.g. tests'
 # on a shared cluster) alone.
-"$bin" run --watch-namespace ai-demo --metrics-addr "127.0.0.1:$metrics_port" >"$state/operator.log" 2>&1 &
+health_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+# Plain-HTTP /metrics on loopback for this demo; in a cluster it is HTTPS with a token.
+"$bin" run --watch-namespace ai-demo --metrics-addr "127.0.0.1:$metrics_port" --metrics-insecure \
+  --health-addr "127.0.0.1:$health_port" >"$state/operator.log" 2>&1 &
 echo $! >"$state/operator.pid"
 echo "operator pid $(cat "$state/operator.pid"), watching namespace ai-demo, metrics on http://127.0.0.1:$metrics_port/metrics"
 

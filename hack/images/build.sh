@@ -14,7 +14,7 @@
 #                                       tests and debugging; entrypoint /bin/busybox, user 65532
 #   localhost/vllmservice-operator:dev  target/<profile>/vllmservice-operator
 #                                       (as the Dockerfile: entrypoint /usr/local/bin/vllmservice-operator,
-#                                        cmd [run], user 65532:65532, port 8080)
+#                                        cmd [run], user 65532:65532, ports 8443 and 8081)
 #
 #   build.sh [--profile debug|release] [--cargo] [pause|busybox|vllm-sim|operator ...]
 #

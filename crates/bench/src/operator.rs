@@ -1,5 +1,5 @@
 //! The operator as users run it: the release binary in its own process,
-//! `run --metrics-addr 127.0.0.1:<port>`, against the bench cluster's kubeconfig.
+//! `run --metrics-addr 127.0.0.1:<port>` (plain HTTP), against the bench cluster's kubeconfig.
 
 use std::{
     collections::BTreeMap,
@@ -38,11 +38,20 @@ impl OperatorProc {
         pid_file: &Path,
     ) -> anyhow::Result<OperatorProc> {
         let port = free_port()?;
+        let health_port = free_port()?;
         let out = std::fs::File::create(&log).with_context(|| format!("creating {log:?}"))?;
         let child = Command::new(bin)
             .arg("run")
             .arg("--metrics-addr")
             .arg(format!("127.0.0.1:{port}"))
+            // Plain /metrics and the probes on their own port, as environment
+            // variables: a binary from before they existed ignores them and
+            // serves all three in plain HTTP on the metrics address.
+            .env("VLLM_OPERATOR_METRICS_INSECURE", "true")
+            .env(
+                "VLLM_OPERATOR_HEALTH_ADDR",
+                format!("127.0.0.1:{health_port}"),
+            )
             // A thousand services created at once are what the settle window is
             // for (one status write per quick start instead of two); the
             // product's default writes the first status at once.
@@ -67,7 +76,9 @@ impl OperatorProc {
             if let Some(status) = op.child.try_wait()? {
                 bail!("the operator exited at start ({status}); see {:?}", op.log);
             }
-            if http_get(port, "/readyz").await.is_ok() {
+            if http_get(health_port, "/readyz").await.is_ok()
+                || http_get(port, "/readyz").await.is_ok()
+            {
                 return Ok(op);
             }
             tokio::time::sleep(Duration::from_millis(100)).await;

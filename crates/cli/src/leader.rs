@@ -246,7 +246,7 @@ fn lease_changes(
 }
 
 /// The kernel's hostname (the pod name in a cluster), for the default identity.
-fn hostname() -> String {
+pub fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_else(|_| "vllmservice-operator".into())

@@ -133,17 +133,38 @@ struct RunArgs {
     defaults: BuildArgs,
     /// Fill the watch caches from streamed lists (Kubernetes' WatchList,
     /// `sendInitialEvents`) where the API server offers them, instead of
-    /// lists in pages of 100: a lower memory peak at start, since objects
+    /// lists in pages of 25: a lower memory peak at start, since objects
     /// arrive one at a time rather than a page at once.
     #[arg(long, env = "VLLM_OPERATOR_STREAMING_LISTS")]
     streaming_lists: bool,
-    /// Address of the /metrics, /healthz and /readyz endpoints.
+    /// Address of /healthz and /readyz (plain HTTP, for the kubelet's probes).
+    #[arg(
+        long,
+        env = "VLLM_OPERATOR_HEALTH_ADDR",
+        default_value = "0.0.0.0:8081"
+    )]
+    health_addr: SocketAddr,
+    /// Address of /metrics, over HTTPS: a scraper sends a bearer token that the
+    /// API server accepts (TokenReview) and allows to get /metrics
+    /// (SubjectAccessReview; the ClusterRole vllmservice-operator-metrics-reader).
     #[arg(
         long,
         env = "VLLM_OPERATOR_METRICS_ADDR",
-        default_value = "0.0.0.0:8080"
+        default_value = "0.0.0.0:8443"
     )]
     metrics_addr: SocketAddr,
+    /// Serve /metrics over plain HTTP to anyone, without TLS or a token: for
+    /// local development only, never on a network others reach.
+    #[arg(long, env = "VLLM_OPERATOR_METRICS_INSECURE")]
+    metrics_insecure: bool,
+    /// Directory with tls.crt and tls.key for /metrics (e.g. a mounted
+    /// cert-manager Secret). Unset: a self-signed certificate made at start.
+    #[arg(
+        long,
+        env = "VLLM_OPERATOR_METRICS_CERT_DIR",
+        conflicts_with = "metrics_insecure"
+    )]
+    metrics_cert_dir: Option<std::path::PathBuf>,
     /// Log format.
     #[arg(
         long,
@@ -350,8 +371,21 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     } else {
         Role::SINGLE
     });
+    let serving = if args.metrics_insecure {
+        server::MetricsServing::Insecure
+    } else {
+        server::MetricsServing::Secure {
+            cert_dir: args.metrics_cert_dir.clone(),
+            // Not the counted client: reviews are not the operator's writes.
+            authorizer: vllmservice_controller::runtime::metrics_auth::Authorizer::new(
+                kube::Client::try_from(config.clone()).context("building the Kubernetes client")?,
+            ),
+        }
+    };
     server::start(
+        args.health_addr,
         args.metrics_addr,
+        serving,
         metrics.clone(),
         health.clone(),
         role.clone(),

@@ -24,10 +24,13 @@ pub fn rbac_yaml(namespace: &str) -> anyhow::Result<String> {
         namespace,
         rbac::LEADER_ELECTION_RULES,
     ))?;
+    let reader = serde_saphyr::to_string(&rbac::metrics_reader_role())?;
     Ok(format!(
         "# Generated from crates/operator/src/rbac.rs by vllmservice-operator; do not edit.\n\
          # Regenerate with: cargo run -p vllmservice-operator -- rbac > config/rbac/role.yaml\n\
-         # What each rule is for:\n{}{cluster_role}---\n{role}",
+         # The last ClusterRole is for scrapers of the operator's /metrics (HTTPS, bearer token):\n\
+         # bind it to your Prometheus' ServiceAccount.\n\
+         # What each rule is for:\n{}{cluster_role}---\n{role}---\n{reader}",
         rbac::rationale(
             rbac::CLUSTER_RULES
                 .iter()

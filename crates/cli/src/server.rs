@@ -1,41 +1,161 @@
-//! The operator's HTTP endpoints: `/metrics` (Prometheus text), `/healthz`
-//! (is the controller loop alive) and `/readyz` (can this replica serve:
-//! caches synced, or a follower ready to take over).
+//! The operator's HTTP endpoints, on two listeners as controller-runtime has
+//! them: `/healthz` (is the controller loop alive) and `/readyz` (can this
+//! replica serve: caches synced, or a follower ready to take over) in plain
+//! HTTP for the kubelet's probes, and `/metrics` (Prometheus text) over HTTPS
+//! for scrapers whose bearer token the API server accepts and allows to get
+//! `/metrics` (`runtime::metrics_auth`), or in plain HTTP without any check
+//! only behind `--metrics-insecure`.
 //!
-//! I/O: binds the `--metrics-addr` TCP listener and serves it from a spawned
-//! task; the handlers only read the shared metrics, health and role.
+//! I/O: binds both TCP listeners and serves them from spawned tasks; reads
+//! the TLS certificate from `--metrics-cert-dir` or makes a self-signed one;
+//! the metrics check asks the API server. The probe handlers only read the
+//! shared health and role.
 
-use std::{net::SocketAddr, sync::Arc};
+use std::{net::SocketAddr, path::PathBuf, sync::Arc};
 
 use anyhow::Context as _;
-use axum::{Router, extract::State, routing::get};
-use vllmservice_controller::runtime::{health::Health, metrics::Metrics};
+use axum::{
+    Router,
+    extract::{Request, State},
+    http::{StatusCode, header::AUTHORIZATION},
+    middleware::{self, Next},
+    response::{IntoResponse, Response},
+    routing::get,
+};
+use vllmservice_controller::runtime::{
+    health::Health,
+    metrics::Metrics,
+    metrics_auth::{Authorizer, Verdict},
+};
 
 use crate::leader::Role;
 
-/// Binds `addr` and serves [`health_router`] on it in a spawned task.
+/// How `/metrics` is served.
+pub enum MetricsServing {
+    /// Plain HTTP, no authentication (`--metrics-insecure`).
+    Insecure,
+    /// HTTPS with the certificate in `cert_dir` (tls.crt, tls.key) or a
+    /// self-signed one; every request's bearer token checked by `authorizer`.
+    Secure {
+        cert_dir: Option<PathBuf>,
+        authorizer: Authorizer,
+    },
+}
+
+/// Binds both addresses and serves them in spawned tasks.
 pub async fn start(
-    addr: SocketAddr,
+    health_addr: SocketAddr,
+    metrics_addr: SocketAddr,
+    serving: MetricsServing,
     metrics: Arc<Metrics>,
     health: Health,
     role: Role,
 ) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr)
+    let listener = tokio::net::TcpListener::bind(health_addr)
         .await
-        .with_context(|| format!("binding the metrics address {addr}"))?;
-    let bound = listener.local_addr().unwrap_or(addr);
-    tracing::info!(addr = %bound, "serving /metrics, /healthz, /readyz");
-    let app = health_router(metrics, health, role);
-    tokio::spawn(async move { axum::serve(listener, app).await });
+        .with_context(|| format!("binding the health address {health_addr}"))?;
+    tracing::info!(addr = %listener.local_addr().unwrap_or(health_addr), "serving /healthz, /readyz");
+    let probes = health_router(health, role);
+    tokio::spawn(async move { axum::serve(listener, probes).await });
+
+    let scrape = Router::new()
+        .route(
+            "/metrics",
+            get(|State(m): State<Arc<Metrics>>| async move { m.encode() }),
+        )
+        .with_state(metrics);
+    match serving {
+        MetricsServing::Insecure => {
+            let listener = tokio::net::TcpListener::bind(metrics_addr)
+                .await
+                .with_context(|| format!("binding the metrics address {metrics_addr}"))?;
+            tracing::warn!(
+                addr = %listener.local_addr().unwrap_or(metrics_addr),
+                "serving /metrics over plain HTTP without authentication (--metrics-insecure)"
+            );
+            tokio::spawn(async move { axum::serve(listener, scrape).await });
+        }
+        MetricsServing::Secure {
+            cert_dir,
+            authorizer,
+        } => {
+            let tls = tls_config(cert_dir.as_deref()).await?;
+            let listener = std::net::TcpListener::bind(metrics_addr)
+                .with_context(|| format!("binding the metrics address {metrics_addr}"))?;
+            listener.set_nonblocking(true)?;
+            tracing::info!(
+                addr = %listener.local_addr().unwrap_or(metrics_addr),
+                "serving /metrics over HTTPS to scrapers allowed to get /metrics"
+            );
+            let app = scrape.layer(middleware::from_fn_with_state(
+                Arc::new(authorizer),
+                authenticate,
+            ));
+            let server = axum_server::from_tcp_rustls(listener, tls)?;
+            tokio::spawn(async move { server.serve(app.into_make_service()).await });
+        }
+    }
     Ok(())
 }
 
-/// `/metrics`; `/healthz`: 200 "ok" unless the controller loop has stopped
-/// (503); `/readyz`: 200 "ok" once the controller's caches hold their first
+/// The certificate of `cert_dir`, or a self-signed one (a scraper then skips
+/// verification, as with controller-runtime's default).
+async fn tls_config(
+    cert_dir: Option<&std::path::Path>,
+) -> anyhow::Result<axum_server::tls_rustls::RustlsConfig> {
+    use axum_server::tls_rustls::RustlsConfig;
+    // rustls needs a process-wide crypto provider; kube's client uses ring too.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    match cert_dir {
+        Some(dir) => RustlsConfig::from_pem_file(dir.join("tls.crt"), dir.join("tls.key"))
+            .await
+            .with_context(|| format!("reading tls.crt and tls.key in {}", dir.display())),
+        None => {
+            let names = vec!["localhost".to_string(), crate::leader::hostname()];
+            let made = rcgen::generate_simple_self_signed(names)
+                .context("making a self-signed certificate for /metrics")?;
+            RustlsConfig::from_pem(
+                made.cert.pem().into_bytes(),
+                made.signing_key.serialize_pem().into_bytes(),
+            )
+            .await
+            .context("loading the self-signed certificate for /metrics")
+        }
+    }
+}
+
+/// Lets a request through only with a bearer token allowed to get /metrics.
+async fn authenticate(
+    State(authorizer): State<Arc<Authorizer>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let header = request
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    match authorizer.check(header).await {
+        Ok(Verdict::Allowed) => next.run(request).await,
+        Ok(Verdict::Unauthenticated(why)) => {
+            (StatusCode::UNAUTHORIZED, format!("{why}\n")).into_response()
+        }
+        Ok(Verdict::Forbidden(why)) => (StatusCode::FORBIDDEN, format!("{why}\n")).into_response(),
+        Err(e) => {
+            tracing::warn!(error = %e, "checking a /metrics scraper's token failed");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("checking the token with the API server failed: {e}\n"),
+            )
+                .into_response()
+        }
+    }
+}
+
+/// `/healthz`: 200 "ok" unless the controller loop has stopped (503);
+/// `/readyz`: 200 "ok" once the controller's caches hold their first
 /// complete lists, 200 "ok: follower, …" on a replica waiting for the leader
 /// lease, 503 with the reason otherwise.
-fn health_router(metrics: Arc<Metrics>, health: Health, role: Role) -> Router {
-    use axum::http::StatusCode;
+fn health_router(health: Health, role: Role) -> Router {
     let healthz = {
         let health = health.clone();
         move || async move {
@@ -72,13 +192,8 @@ fn health_router(metrics: Arc<Metrics>, health: Health, role: Role) -> Router {
         }
     };
     Router::new()
-        .route(
-            "/metrics",
-            get(|State(m): State<Arc<Metrics>>| async move { m.encode() }),
-        )
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .with_state(metrics)
 }
 
 #[cfg(test)]
@@ -111,7 +226,7 @@ mod tests {
     async fn serve(health: Health, role: Role) -> SocketAddr {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let app = health_router(Arc::new(Metrics::default()), health, role);
+        let app = health_router(health, role);
         tokio::spawn(async move { axum::serve(listener, app).await });
         addr
     }

@@ -232,6 +232,70 @@ async fn reconciled_to_available(client: &Client, ns: &str) {
     );
 }
 
+/// `GET https://<pod>:8443/metrics` with `token` (none: no header), as curl
+/// does it: (status code, body). The certificate is self-signed.
+fn scrape(pod_ip: &str, token: Option<&str>) -> (u16, String) {
+    let mut cmd = Command::new("curl");
+    cmd.args(["-sSk", "--max-time", "10", "-w", "\n%{http_code}"]);
+    if let Some(t) = token {
+        cmd.args(["-H", &format!("Authorization: Bearer {t}")]);
+    }
+    let out = cmd
+        .arg(format!("https://{pod_ip}:8443/metrics"))
+        .output()
+        .expect("run curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+    match code.trim().parse() {
+        Ok(code) if code > 0 => (code, body.to_string()),
+        // No answer: curl says why.
+        _ => (0, String::from_utf8_lossy(&out.stderr).into_owned()),
+    }
+}
+
+/// The chart's /metrics is HTTPS and refuses a scraper without a token (401)
+/// and one whose user may not get /metrics (403); a ServiceAccount bound to
+/// the chart's metrics-reader ClusterRole reads it (200).
+async fn metrics_need_an_allowed_token(ns: &str, pod: &Pod, release: &str) {
+    let ip = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.pod_ip.clone())
+        .expect("a Ready pod has an IP");
+    let (code, body) = scrape(&ip, None);
+    assert_eq!(code, 401, "no token: {body}");
+    testkit::kubectl_ok(&["-n", ns, "create", "serviceaccount", "nobody"]);
+    let nobody = testkit::kubectl_ok(&["-n", ns, "create", "token", "nobody"]);
+    let (code, body) = scrape(&ip, Some(nobody.trim()));
+    assert_eq!(code, 403, "a token without the reader role: {body}");
+    assert!(body.contains("may not get /metrics"), "{body}");
+
+    testkit::kubectl_ok(&["-n", ns, "create", "serviceaccount", "prometheus"]);
+    let binding = format!("{release}-prometheus");
+    testkit::kubectl_ok(&[
+        "create",
+        "clusterrolebinding",
+        &binding,
+        &format!("--clusterrole={release}-vllmservice-operator-metrics-reader"),
+        &format!("--serviceaccount={ns}:prometheus"),
+    ]);
+    // Removed with the release's other cluster-scoped objects.
+    testkit::kubectl_ok(&[
+        "label",
+        "clusterrolebinding",
+        &binding,
+        &format!("app.kubernetes.io/instance={release}"),
+    ]);
+    let token = testkit::kubectl_ok(&["-n", ns, "create", "token", "prometheus"]);
+    // The authorizer learns of the binding through an informer.
+    let body = testkit::wait_until(WAIT, "the reader's scrape answered 200", || async {
+        let (code, body) = scrape(&ip, Some(token.trim()));
+        (code == 200).then_some(body)
+    })
+    .await;
+    assert!(body.contains("vllmservice_operator_leader"), "{body}");
+}
+
 /// `helm install` of charts/vllmservice-operator with the local image, two
 /// replicas, leader election, the real node, watching one other namespace.
 #[tokio::test]
@@ -295,6 +359,7 @@ async fn helm_chart_runs_in_cluster_and_reconciles() {
     let leader = assert_pods_and_leader(&client, &ns.name, &pods, "vllmservice-operator").await;
     reconciled_to_available(&client, &work.name).await;
     eprintln!("helm: leader {leader} reconciled {}/qwen", work.name);
+    metrics_need_an_allowed_token(&ns.name, &pods[0], &release).await;
     drop(_uninstall);
     work.delete_and_wait(&client).await;
 }

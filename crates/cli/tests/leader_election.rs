@@ -60,7 +60,8 @@ impl OperatorProcess {
                 &LEASE_SECONDS.to_string(),
             ])
             .args(["--leader-election-renew-grace-seconds", "3"])
-            .args(["--metrics-addr", &metrics])
+            .args(["--metrics-addr", &metrics, "--metrics-insecure"])
+            .args(["--health-addr", &free_local_addr()])
             .args(["--instance", name])
             .env("KUBECONFIG", kubeconfig)
             // Debug logs too: more places a secret could slip into.

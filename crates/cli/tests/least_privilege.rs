@@ -34,20 +34,24 @@ const WAIT: Duration = Duration::from_secs(60);
 
 /// One operator process with its log; killed when dropped.
 struct Operator {
+    /// /healthz and /readyz.
     addr: String,
+    /// /metrics (plain: --metrics-insecure).
+    metrics: String,
     process: Process,
 }
 
 impl Operator {
     fn start(name: &str, kubeconfig: &std::path::Path, ns: &str, lease: &str) -> Operator {
-        let addr = free_local_addr();
+        let (addr, metrics) = (free_local_addr(), free_local_addr());
         let mut cmd = Command::new(BIN);
         cmd.args(["run", "--watch-namespace", ns])
             .args(["--leader-election-namespace", ns])
             .args(["--leader-election-lease-name", lease])
             .args(["--leader-election-lease-duration-seconds", "6"])
             .args(["--leader-election-renew-grace-seconds", "2"])
-            .args(["--metrics-addr", &addr])
+            .args(["--metrics-addr", &metrics, "--metrics-insecure"])
+            .args(["--health-addr", &addr])
             .args(["--instance", name])
             .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "info");
@@ -55,6 +59,7 @@ impl Operator {
             .join(format!("least-privilege-{ns}-{name}.log"));
         Operator {
             addr,
+            metrics,
             process: Process::spawn(cmd, log),
         }
     }
@@ -63,9 +68,15 @@ impl Operator {
         self.process.log()
     }
 
-    /// (status, body) of `GET path`, None while nothing answers.
+    /// (status, body) of `GET path` (/metrics on its metrics address, the
+    /// probes on the health address), None while nothing answers.
     async fn get(&self, path: &str) -> Option<(u16, String)> {
-        http_get(&self.addr, path).await
+        let addr = if path == "/metrics" {
+            &self.metrics
+        } else {
+            &self.addr
+        };
+        http_get(addr, path).await
     }
 
     fn terminate(&self) {
@@ -406,7 +417,8 @@ async fn readyz_is_503_while_the_caches_cannot_sync() {
     let addr = free_local_addr();
     let log = dir.join(format!("unreachable-{}.log", addr.replace(':', "-")));
     let mut cmd = Command::new(BIN);
-    cmd.args(["run", "--watch-namespace", "none", "--metrics-addr", &addr])
+    cmd.args(["run", "--watch-namespace", "none", "--health-addr", &addr])
+        .args(["--metrics-addr", &free_local_addr(), "--metrics-insecure"])
         .env("KUBECONFIG", &kubeconfig);
     let operator = Process::spawn(cmd, log);
     let deadline = Instant::now() + WAIT;

@@ -90,11 +90,19 @@ fn checked_in_rbac_matches_generated() {
         "{CHECKED_IN} is out of date with crates/operator/src/rbac.rs; regenerate with \
          `hack/gen-install.sh` (or `cargo run -p vllmservice-operator -- rbac > {CHECKED_IN}`)"
     );
-    // And it is what the library builds.
-    let role: ClusterRole = only(&generated, "ClusterRole");
+    // And it is what the library builds: the operator's ClusterRole, and the
+    // one for scrapers of its /metrics.
+    let roles: Vec<ClusterRole> = documents(&generated)
+        .iter()
+        .filter(|d| kind_of(d) == "ClusterRole")
+        .map(|d| serde_saphyr::from_str(d).unwrap())
+        .collect();
     assert_eq!(
-        role,
-        rbac::cluster_role(rbac::CLUSTER_ROLE_NAME, rbac::CLUSTER_RULES)
+        roles,
+        [
+            rbac::cluster_role(rbac::CLUSTER_ROLE_NAME, rbac::CLUSTER_RULES),
+            rbac::metrics_reader_role()
+        ]
     );
     let lease: Role = only(&generated, "Role");
     assert_eq!(
@@ -221,6 +229,7 @@ fn helm_template_renders_the_values() {
             "ClusterRole",
             "ClusterRole",
             "ClusterRole",
+            "ClusterRole",
             "ClusterRoleBinding",
             "Deployment",
             "PodDisruptionBudget",
@@ -281,6 +290,14 @@ fn helm_template_renders_the_values() {
             .collect()
     };
     assert_eq!(unnamed(&users), unnamed(&rbac::user_roles()));
+    let (reader, operator): (Vec<_>, Vec<_>) = operator.into_iter().partition(|r| {
+        r.metadata
+            .name
+            .as_deref()
+            .is_some_and(|n| n.ends_with("-metrics-reader"))
+    });
+    assert_eq!(reader.len(), 1);
+    assert_eq!(reader[0].rules, rbac::metrics_reader_role().rules);
     assert_eq!(operator.len(), 1);
     assert_eq!(
         operator[0].rules,
@@ -292,7 +309,8 @@ fn helm_template_renders_the_values() {
             .iter()
             .filter(|k| *k == "ClusterRole")
             .count(),
-        1
+        2,
+        "the operator's and the metrics reader"
     );
     let lease: Role = only(&default, "Role");
     assert_eq!(lease.metadata.namespace.as_deref(), Some("ops"));
@@ -378,6 +396,7 @@ fn helm_template_renders_the_values() {
         k,
         [
             "ClusterRole",
+            "ClusterRole",
             "ClusterRoleBinding",
             "Deployment",
             "PodDisruptionBudget",
@@ -389,7 +408,17 @@ fn helm_template_renders_the_values() {
             "ServiceAccount"
         ]
     );
-    let crds: ClusterRole = only(&watch, "ClusterRole");
+    let crds: ClusterRole = documents(&watch)
+        .iter()
+        .filter(|d| kind_of(d) == "ClusterRole")
+        .map(|d| serde_saphyr::from_str::<ClusterRole>(d).unwrap())
+        .find(|r| {
+            r.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.ends_with("-crds"))
+        })
+        .expect("the ClusterRole of the cluster-scoped rules");
     assert_eq!(
         crds.rules,
         rbac::cluster_role(

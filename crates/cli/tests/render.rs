@@ -71,6 +71,9 @@ async fn render_prints_what_the_controller_applies() {
                 n,
                 "--metrics-addr",
                 "127.0.0.1:0",
+                "--metrics-insecure",
+                "--health-addr",
+                "127.0.0.1:0",
             ])
             .env("KUBECONFIG", testkit::cluster().kubeconfig())
             .stdout(Stdio::null())

@@ -35,8 +35,8 @@ pub const CLUSTER_ROLE_NAME: &str = "vllmservice-operator";
 /// The name of the operator's ServiceAccount in the plain manifests.
 pub const SERVICE_ACCOUNT_NAME: &str = "vllmservice-operator";
 
-/// The name of the ClusterRole with only the cluster-scoped rules (CRDs),
-/// used in watch-namespace mode.
+/// The name of the ClusterRole with only the cluster-scoped rules (CRDs and
+/// the reviews of /metrics scrapers), used in watch-namespace mode.
 pub const CRD_CLUSTER_ROLE_NAME: &str = "vllmservice-operator-crds";
 
 /// The name of the Role for leader-election Leases in the operator's namespace.
@@ -182,7 +182,38 @@ pub const CLUSTER_RULES: &[Rule] = &[
         scope: Scope::Namespaced,
         why: "events (the recorder creates them and patches a repeated one's series)",
     },
+    Rule {
+        group: "authentication.k8s.io",
+        resources: &["tokenreviews"],
+        verbs: &["create"],
+        scope: Scope::Cluster,
+        why: "/metrics over HTTPS: who a scraper's bearer token belongs to",
+    },
+    Rule {
+        group: "authorization.k8s.io",
+        resources: &["subjectaccessreviews"],
+        verbs: &["create"],
+        scope: Scope::Cluster,
+        why: "/metrics over HTTPS: whether that user may get /metrics",
+    },
 ];
+
+/// The name of the ClusterRole a scraper of the operator's `/metrics` needs
+/// (bind it to your Prometheus' ServiceAccount).
+pub const METRICS_READER_ROLE_NAME: &str = "vllmservice-operator-metrics-reader";
+
+/// The ClusterRole that lets a scraper read the operator's `/metrics`.
+pub fn metrics_reader_role() -> ClusterRole {
+    ClusterRole {
+        metadata: meta(METRICS_READER_ROLE_NAME, None),
+        rules: Some(vec![PolicyRule {
+            non_resource_urls: Some(vec![crate::runtime::metrics_auth::METRICS_PATH.to_string()]),
+            verbs: vec!["get".into()],
+            ..PolicyRule::default()
+        }]),
+        ..ClusterRole::default()
+    }
+}
 
 /// What `run --gpu-accounting` adds to a cluster-wide grant: counting the free
 /// GPUs of the cluster needs every node (and every namespace's pods, which the
@@ -361,7 +392,7 @@ pub fn cluster_role_binding(
 
 /// Everything the operator needs to run in `operator_namespace` with
 /// `--watch-namespace watch_namespace` and leader election: no cluster-wide
-/// rights but listing and watching CRDs.
+/// rights but listing and watching CRDs and reviewing /metrics scrapers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WatchNamespace {
     /// [`Scope::Cluster`] rules only.
@@ -595,14 +626,18 @@ mod tests {
     fn watch_namespace_mode_splits_the_rules_by_scope() {
         let w = watch_namespace("ops", "team-a");
         let crd = w.crd_role.rules.unwrap();
-        assert_eq!(crd.len(), 1);
+        let cluster: Vec<_> = crd.iter().map(|r| r.resources.clone().unwrap()).collect();
         assert_eq!(
-            crd[0].resources.as_deref(),
-            Some(&["customresourcedefinitions".to_string()][..])
+            cluster,
+            [
+                vec!["customresourcedefinitions".to_string()],
+                vec!["tokenreviews".to_string()],
+                vec!["subjectaccessreviews".to_string()]
+            ]
         );
         let role = w.role.rules.unwrap();
-        // Less the CRD rule.
-        assert_eq!(role.len(), CLUSTER_RULES.len() - 1);
+        // Less the cluster-scoped rules.
+        assert_eq!(role.len(), CLUSTER_RULES.len() - 3);
         assert!(
             !role
                 .iter()

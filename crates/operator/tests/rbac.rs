@@ -133,6 +133,8 @@ struct RbacEnv {
     env: Env,
     forbidden: Forbidden,
     role_name: String,
+    /// The operator's client: its ServiceAccount, requests recorded.
+    client: kube::Client,
 }
 
 /// "resource.group" as kubectl names it.
@@ -235,7 +237,7 @@ impl RbacEnv {
             "the role must not grant reading ServiceAccounts"
         );
 
-        let operator = Operator::start_with(client, metrics, &ns.name, gpu_accounting);
+        let operator = Operator::start_with(client.clone(), metrics, &ns.name, gpu_accounting);
         RbacEnv {
             env: Env {
                 client: admin,
@@ -244,6 +246,7 @@ impl RbacEnv {
             },
             forbidden,
             role_name,
+            client,
         }
     }
 
@@ -274,6 +277,8 @@ impl Drop for RbacEnv {
             "delete",
             "clusterrolebinding,clusterrole",
             &self.role_name,
+            &format!("{}-scraper", self.role_name),
+            "--ignore-not-found",
             "--wait=false",
         ]);
     }
@@ -617,6 +622,9 @@ enum Scenario {
     /// A crash-looping pod (played by kwok): the operator reads its vLLM container's
     /// previous log to say why.
     CrashLoop,
+    /// A scraper with the metrics-reader ClusterRole asks for /metrics: its
+    /// token is reviewed (TokenReview), then its access (SubjectAccessReview).
+    MetricsScrape,
 }
 
 /// The scenario that needs `verb` on `group`/`resource`; None: no scenario
@@ -667,6 +675,8 @@ fn scenario_for(group: &str, resource: &str, verb: &str) -> Option<Scenario> {
         ("apiextensions.k8s.io", "customresourcedefinitions", "list" | "watch") => Plain,
         ("events.k8s.io", "events", "create") => Plain,
         ("events.k8s.io", "events", "patch") => Changes,
+        ("authentication.k8s.io", "tokenreviews", "create")
+        | ("authorization.k8s.io", "subjectaccessreviews", "create") => MetricsScrape,
         _ => return None,
     })
 }
@@ -1162,6 +1172,37 @@ spec:
                 "qwen",
                 "the PrometheusRule deleted",
                 |m| m.is_none(),
+            )
+            .await;
+        }
+        Scenario::MetricsScrape => {
+            use vllmservice_controller::runtime::metrics_auth::{Authorizer, Verdict};
+            let scraper = format!("{}-scraper", t.role_name);
+            let mut reader = rbac::metrics_reader_role();
+            reader.metadata.name = Some(scraper.clone());
+            Api::<ClusterRole>::all(env.client.clone())
+                .create(&PostParams::default(), &reader)
+                .await
+                .unwrap();
+            testkit::kubectl_ok(&["-n", &ns, "create", "serviceaccount", "scraper"]);
+            Api::<ClusterRoleBinding>::all(env.client.clone())
+                .create(
+                    &PostParams::default(),
+                    &rbac::cluster_role_binding(&scraper, &scraper, "scraper", &ns),
+                )
+                .await
+                .unwrap();
+            let token = testkit::kubectl_ok(&["-n", &ns, "create", "token", "scraper"]);
+            let header = format!("Bearer {}", token.trim());
+            // The binding reaches the authorizer through an informer. A fresh
+            // authorizer each look: a verdict is remembered for a minute.
+            testkit::wait_until(
+                common::WAIT,
+                "the scraper allowed to get /metrics",
+                || async {
+                    let verdict = Authorizer::new(t.client.clone()).check(Some(&header)).await;
+                    (verdict.ok() == Some(Verdict::Allowed)).then_some(())
+                },
             )
             .await;
         }

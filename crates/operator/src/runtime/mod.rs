@@ -6,6 +6,7 @@
 pub mod discovery;
 pub mod health;
 pub mod metrics;
+pub mod metrics_auth;
 pub mod retry;
 pub mod watches;
 
