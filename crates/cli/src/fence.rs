@@ -44,8 +44,9 @@ impl Fence {
     }
 
     /// Follows the Lease as the API server has it: open until its expiry
-    /// while `identity` holds it, closed once another does.
-    pub fn observe(&self, lease: &Lease, identity: &str) {
+    /// while `identity` holds it, closed once another does. Returns, for a
+    /// renewal, how much of the term before it was left.
+    pub fn observe(&self, lease: &Lease, identity: &str) -> Option<Duration> {
         let spec = lease.spec.as_ref();
         let holder = spec.and_then(|s| s.holder_identity.as_deref());
         let expiry = spec.and_then(|s| {
@@ -54,8 +55,17 @@ impl Fence {
             Some(SystemTime::from(renewed) + Duration::from_secs(duration))
         });
         match (holder, expiry) {
-            (Some(h), Some(expiry)) if h == identity => self.open_until(expiry),
-            _ => self.close(),
+            (Some(h), Some(expiry)) if h == identity => {
+                let before = self.0.load(Ordering::Acquire);
+                self.open_until(expiry);
+                let left = before - millis(SystemTime::now());
+                (before > 0 && millis(expiry) > before)
+                    .then(|| Duration::from_millis(u64::try_from(left).unwrap_or(0)))
+            }
+            _ => {
+                self.close();
+                None
+            }
         }
     }
 
@@ -147,6 +157,13 @@ mod tests {
         fence.observe(&lease("me", now - Duration::from_millis(14_500), 15), "me");
         assert!(!fence.allows_writes());
         fence.observe(&lease("me", now, 15), "me");
+        let left = fence
+            .observe(&lease("me", now + Duration::from_secs(10), 15), "me")
+            .expect("a renewal");
+        assert!(
+            left > Duration::from_secs(13) && left <= Duration::from_secs(15),
+            "{left:?}"
+        );
         fence.observe(&lease("other", now, 15), "me");
         assert!(!fence.allows_writes(), "another holder closes it at once");
         fence.open_until(now + Duration::from_secs(10));

@@ -121,7 +121,7 @@ where
                 }
             }
             Some(seen) = leases.next() => {
-                fence.observe(&seen, &identity);
+                let _ = fence.observe(&seen, &identity);
                 let free = seen
                     .spec
                     .and_then(|s| s.holder_identity)
@@ -167,7 +167,7 @@ where
             // "leading" meanwhile, even after the lease expired and another
             // replica took it: stop at the deadline, as client-go does.
             () = fence.expired() => break Lost::NotRenewed,
-            () = follow_renewals(&mut leases, &fence, &identity) => {
+            () = follow_renewals(&mut leases, &fence, &identity, &metrics) => {
                 break Lost::Failed(anyhow::anyhow!("the watch of the leader Lease ended"));
             }
             _ = &mut shutdown => break Lost::No,
@@ -216,9 +216,13 @@ async fn follow_renewals(
     leases: &mut (impl futures::Stream<Item = k8s_openapi::api::coordination::v1::Lease> + Unpin),
     fence: &Fence,
     identity: &str,
+    metrics: &Metrics,
 ) {
     while let Some(seen) = leases.next().await {
-        fence.observe(&seen, identity);
+        if let Some(left) = fence.observe(&seen, identity) {
+            metrics.lease_renewal_slack.observe(left.as_secs_f64());
+            tracing::debug!(left_ms = left.as_millis() as u64, "leader lease renewed");
+        }
     }
 }
 

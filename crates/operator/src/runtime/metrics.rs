@@ -50,6 +50,9 @@ pub struct Metrics {
     pub pod_log_reads: Family<LogReadLabels, Counter>,
     /// Reconciles that held a new service's first status back (`status::settle`).
     pub status_writes_held: Counter,
+    /// With leader election: how much of its lease term the leader had left
+    /// when it saw its renewal (below 1 s its writes pause; at 0 it stops leading).
+    pub lease_renewal_slack: Histogram,
     registry: Registry,
     /// The same counts as `writes`, readable in-process (a `Family` cannot be iterated).
     write_counts: Mutex<BTreeMap<(String, String), u64>>,
@@ -69,6 +72,7 @@ impl Default for Metrics {
             leader: Gauge::default(),
             pod_log_reads: Family::default(),
             status_writes_held: Counter::default(),
+            lease_renewal_slack: Histogram::new([0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 10.0]),
             registry: Registry::with_prefix("vllmservice_operator"),
             write_counts: Mutex::default(),
         };
@@ -99,6 +103,13 @@ impl Default for Metrics {
         let help = "Reconciles that held a new VLLMService's first status back while its pods \
                     may still become ready within the settle window (--status-settle-seconds)";
         r.register("status_writes_held", help, m.status_writes_held.clone());
+        let help = "Seconds of the leader's lease term left when it saw the lease renewed \
+                    (writes pause 1 s before the term ends; at 0 it stops leading)";
+        r.register(
+            "lease_renewal_slack_seconds",
+            help,
+            m.lease_renewal_slack.clone(),
+        );
         m
     }
 }
