@@ -543,6 +543,26 @@ fn audited_writes(username: &str, since: SystemTime) -> Vec<String> {
         .collect()
 }
 
+/// When kube-apiserver received `username`'s last successful write of a
+/// Lease: its renewal time was set no later.
+fn last_lease_renewal(username: &str) -> SystemTime {
+    let path = testkit::cluster().dir().join("audit.log");
+    let log = std::fs::read_to_string(&path).expect("kube-apiserver's audit log");
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["user"]["username"] == username)
+        .filter(|e| e["objectRef"]["resource"] == "leases" && e["responseStatus"]["code"] == 200)
+        .filter_map(|e| {
+            e["requestReceivedTimestamp"]
+                .as_str()?
+                .parse::<k8s_openapi::jiff::Timestamp>()
+                .ok()
+        })
+        .max()
+        .map(SystemTime::from)
+        .expect("the leader renewed its lease")
+}
+
 /// Sends `signal` (e.g. "STOP") to `p`.
 fn signal(p: &OperatorProcess, signal: &str) {
     let out = Command::new("kill")
@@ -661,10 +681,7 @@ async fn a_leader_that_cannot_renew_stops_writing_before_its_lease_expires() {
         .spec
         .unwrap();
     assert_eq!(lease.holder_identity.as_deref(), Some("a"));
-    // a's last renewal, unless one landed just before the cut: the fence point
-    // is at the latest a lease term after the cut.
     let cut = SystemTime::now();
-    let fence_point = cut + Duration::from_secs(LEASE_SECONDS) - Duration::from_secs(1);
     setup
         .services()
         .patch(
@@ -689,6 +706,9 @@ async fn a_leader_that_cannot_renew_stops_writing_before_its_lease_expires() {
     })
     .await;
     assert_eq!(setup.lease_holder().await.as_deref(), Some("b"));
+    // Its fence closed a lease term after its last renewal, less the margin.
+    let fence_point = last_lease_renewal(&a_id.username()) + Duration::from_secs(LEASE_SECONDS)
+        - Duration::from_secs(1);
     let late: Vec<String> = audited_writes(&a_id.username(), fence_point)
         .into_iter()
         .filter(|w| !w.contains(" leases/"))

@@ -5,6 +5,7 @@
 use std::{
     collections::{BTreeSet, HashMap},
     sync::{Arc, RwLock},
+    time::{Duration, Instant},
 };
 
 use kube::{Resource, ResourceExt, runtime::watcher};
@@ -18,9 +19,14 @@ use crate::names;
 /// number of objects, not a scan of the cache.
 pub struct NameIndex<K> {
     state: Arc<RwLock<IndexState>>,
+    /// When an object pointing at (namespace, name) was last deleted.
+    removed: Arc<RwLock<HashMap<(String, String), Instant>>>,
     /// The name `obj` points at, if any.
     key: fn(&K) -> Option<String>,
 }
+
+/// How long a deletion is remembered (what reads it looks seconds back).
+const REMOVAL_MEMORY: Duration = Duration::from_secs(300);
 
 /// The pods of each VLLMService, by namespace and the pods' instance label.
 pub type PodIndex = NameIndex<CachedPod>;
@@ -60,6 +66,7 @@ impl<K> Clone for NameIndex<K> {
     fn clone(&self) -> Self {
         NameIndex {
             state: self.state.clone(),
+            removed: self.removed.clone(),
             key: self.key,
         }
     }
@@ -69,6 +76,7 @@ impl<K: Resource> NameIndex<K> {
     pub fn new(key: fn(&K) -> Option<String>) -> Self {
         NameIndex {
             state: Arc::default(),
+            removed: Arc::default(),
             key,
         }
     }
@@ -79,6 +87,13 @@ impl<K: Resource> NameIndex<K> {
         let id = |o: &K| -> Option<(String, String)> {
             Some((o.meta().namespace.clone()?, o.meta().name.clone()?))
         };
+        if let (watcher::Event::Delete(o), Some(ns)) = (event, &o_namespace(event)) {
+            if let Some(key) = (self.key)(o) {
+                let mut removed = self.removed.write().expect("index lock");
+                removed.retain(|_, at| at.elapsed() < REMOVAL_MEMORY);
+                removed.insert((ns.clone(), key), Instant::now());
+            }
+        }
         let mut s = self.state.write().expect("index lock");
         match event {
             watcher::Event::Init => s.relisting = Some(Box::default()),
@@ -97,6 +112,15 @@ impl<K: Resource> NameIndex<K> {
         }
     }
 
+    /// How long ago an object pointing at `name` in `namespace` was deleted
+    /// (the last one, within the last few minutes).
+    pub fn removed_ago(&self, namespace: &str, name: &str) -> Option<Duration> {
+        let removed = self.removed.read().expect("index lock");
+        removed
+            .get(&(namespace.to_string(), name.to_string()))
+            .map(Instant::elapsed)
+    }
+
     /// The names of the objects in `namespace` that point at `name`.
     pub fn names_of(&self, namespace: &str, name: &str) -> Vec<String> {
         let s = self.state.read().expect("index lock");
@@ -104,6 +128,14 @@ impl<K: Resource> NameIndex<K> {
             .get(&(namespace.to_string(), name.to_string()))
             .map(|p| p.iter().cloned().collect())
             .unwrap_or_default()
+    }
+}
+
+/// The namespace of the object of a Delete event.
+fn o_namespace<K: Resource>(event: &watcher::Event<K>) -> Option<String> {
+    match event {
+        watcher::Event::Delete(o) => o.meta().namespace.clone(),
+        _ => None,
     }
 }
 
@@ -152,8 +184,14 @@ mod tests {
         // Relabelled away from the service.
         ev(watcher::Event::Apply(pod("a", "p2", None)));
         assert_eq!(idx.names_of("a", "qwen"), ["p1"]);
+        assert_eq!(idx.removed_ago("a", "qwen"), None);
         ev(watcher::Event::Delete(pod("a", "p1", Some("qwen"))));
         assert!(idx.names_of("a", "qwen").is_empty());
+        assert!(
+            idx.removed_ago("a", "qwen").is_some(),
+            "the deletion is remembered"
+        );
+        assert_eq!(idx.removed_ago("b", "qwen"), None);
         // A re-list replaces everything at its end.
         ev(watcher::Event::Init);
         ev(watcher::Event::InitApply(pod("c", "p9", Some("llama"))));

@@ -60,7 +60,14 @@ pub struct Seen {
     pub stale_jobs: Vec<Job>,
     /// The pod of this VLLMService that the scheduler has refused longest.
     pub unplaced: Option<Unplaced>,
+    /// How long ago the last pod of this VLLMService went (within minutes).
+    pub pod_removed_ago: Option<Duration>,
 }
+
+/// How long after a pod goes an unschedulable pod may still be waiting for
+/// the scheduler's next try (it retries when a pod goes, after its backoff of
+/// up to 10 s): until then the freed room may yet take it.
+pub const SCHEDULER_RETRY: Duration = Duration::from_secs(15);
 
 /// A pod the scheduler could not place (PodScheduled False, Unschedulable),
 /// and how long Auto's surge waits for such a pod before it replaces in place.
@@ -89,13 +96,19 @@ const DOWNLOAD_RECHECK: Duration = Duration::from_secs(10);
 impl Seen {
     /// When to look again without an event: a download that runs or is about
     /// to, a load reaching its startup budget, or an unschedulable pod reaching
-    /// the surge's patience.
+    /// the surge's patience or the end of the scheduler's retry after a pod went.
     pub fn recheck_after(&self) -> Option<Duration> {
-        let unplaced = self
-            .unplaced
-            .as_ref()
-            .filter(|u| !u.waited_out())
-            .map(|u| u.patience - u.waited);
+        let unplaced = self.unplaced.as_ref().and_then(|u| {
+            let patience = (!u.waited_out()).then(|| u.patience - u.waited);
+            let retry = self
+                .pod_removed_ago
+                .filter(|ago| *ago < SCHEDULER_RETRY)
+                .map(|ago| SCHEDULER_RETRY - ago);
+            match (patience, retry) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
+        });
         let others = self.recheck_after_io();
         match (unplaced, others) {
             (Some(a), Some(b)) => Some(a.min(b)),

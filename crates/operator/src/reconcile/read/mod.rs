@@ -71,6 +71,7 @@ pub async fn gather(vs: &Valid<'_>, ctx: &Context, now: Timestamp) -> Result<See
     let patience = Duration::from_secs(ctx.settings.defaults.surge_unschedulable_seconds);
     Ok(Seen {
         unplaced: unplaced(&pods, now, patience),
+        pod_removed_ago: caches.pod_index.removed_ago(&ns, &name),
         apis: ctx.apis,
         deployment: caches
             .deployments

@@ -30,7 +30,7 @@ use crate::{
         },
         done::{Done, Outcome},
         gateway::Resolution,
-        seen::{EngineSeen, Seen},
+        seen::{EngineSeen, SCHEDULER_RETRY, Seen},
     },
 };
 use conditions::{Cond, Feature, Status, merge};
@@ -62,9 +62,13 @@ impl<'a> Workload<'a> {
         let rollout = deployment.and_then(|d| rollout::rollout_state(d, updated));
         // A new pod that waits for the resources of stopping pods is not
         // blocked, nor one that waits while an in-place rollout has more pods
-        // than it wants (the Deployment controller stops an old one next).
-        let making_room = rollout == Some(rollout::Rollout::InPlace)
-            && status.replicas.unwrap_or(0) > vs.spec.replicas;
+        // than it wants (the Deployment controller stops an old one next), nor
+        // one the scheduler has not tried again since a pod went.
+        let making_room = (rollout == Some(rollout::Rollout::InPlace)
+            && status.replicas.unwrap_or(0) > vs.spec.replicas)
+            || seen
+                .pod_removed_ago
+                .is_some_and(|ago| ago < SCHEDULER_RETRY);
         let stopping = seen
             .pods
             .iter()

@@ -164,3 +164,63 @@ fn a_rollout_is_under_way_while_old_pods_run_or_a_later_revision_is_not_availabl
         f.message
     );
 }
+
+/// Progressing's reason for a service in an in-place rollout whose new pod
+/// is unschedulable, `removed_ago` after the last pod of the service went.
+fn in_place_with_unschedulable_pod(removed_ago: Option<std::time::Duration>) -> String {
+    let vs: VLLMService = serde_json::from_value(json!({
+            "apiVersion": "aiinfra.example.com/v1alpha1", "kind": "VLLMService",
+            "metadata": {"name": "qwen", "namespace": "ns", "uid": "u", "generation": 2},
+            "spec": {"image": "i", "modelPath": "/m", "modelName": "m", "replicas": 2,
+                "rollout": {"strategy": "OneAtATime"},
+                "storage": {"pvcName": "p", "mountPath": "/data"}}}))
+    .unwrap();
+    let valid = vllmservice_api::validate(&vs).unwrap();
+    let d = deployment(json!({
+        "metadata": {"generation": 2, "annotations": {"deployment.kubernetes.io/revision": "2"}},
+        "spec": {"replicas": 2, "selector": {}, "template": {},
+            "strategy": {"type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}},
+        "status": {"observedGeneration": 2, "replicas": 2, "updatedReplicas": 2,
+            "readyReplicas": 1,
+            "conditions": [{"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated"}]}}));
+    let pending: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+        "metadata": {"name": "qwen-new", "namespace": "ns"},
+        "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+            "reason": "Unschedulable",
+            "message": "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."}]}}))
+    .unwrap();
+    let done = Done {
+        deployment: Outcome::Live(d),
+        ..Done::default()
+    };
+    let seen = Seen {
+        storage: Storage::Bound,
+        pods: vec![pending],
+        pod_removed_ago: removed_ago,
+        ..Seen::default()
+    };
+    let status = derive(&valid, &seen, &done, Timestamp::UNIX_EPOCH);
+    let progressing = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Progressing")
+        .unwrap();
+    progressing.reason.clone()
+}
+
+#[test]
+fn a_pod_the_scheduler_has_not_retried_since_a_pod_went_is_not_blocked() {
+    use std::time::Duration;
+    // The old pod went a moment ago: the scheduler's next try may place the new one.
+    assert_eq!(
+        in_place_with_unschedulable_pod(Some(Duration::from_secs(2))),
+        "RolloutInProgress"
+    );
+    // Past the scheduler's retry, or with no pod gone, it is blocked.
+    assert_eq!(
+        in_place_with_unschedulable_pod(Some(Duration::from_secs(20))),
+        "RolloutBlocked"
+    );
+    assert_eq!(in_place_with_unschedulable_pod(None), "RolloutBlocked");
+}
