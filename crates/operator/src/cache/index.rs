@@ -87,12 +87,12 @@ impl<K: Resource> NameIndex<K> {
         let id = |o: &K| -> Option<(String, String)> {
             Some((o.meta().namespace.clone()?, o.meta().name.clone()?))
         };
-        if let (watcher::Event::Delete(o), Some(ns)) = (event, &o_namespace(event)) {
-            if let Some(key) = (self.key)(o) {
-                let mut removed = self.removed.write().expect("index lock");
-                removed.retain(|_, at| at.elapsed() < REMOVAL_MEMORY);
-                removed.insert((ns.clone(), key), Instant::now());
-            }
+        if let watcher::Event::Delete(o) = event
+            && let (Some(ns), Some(key)) = (o.meta().namespace.clone(), (self.key)(o))
+        {
+            let mut removed = self.removed.write().expect("index lock");
+            removed.retain(|_, at| at.elapsed() < REMOVAL_MEMORY);
+            removed.insert((ns, key), Instant::now());
         }
         let mut s = self.state.write().expect("index lock");
         match event {
@@ -128,14 +128,6 @@ impl<K: Resource> NameIndex<K> {
             .get(&(namespace.to_string(), name.to_string()))
             .map(|p| p.iter().cloned().collect())
             .unwrap_or_default()
-    }
-}
-
-/// The namespace of the object of a Delete event.
-fn o_namespace<K: Resource>(event: &watcher::Event<K>) -> Option<String> {
-    match event {
-        watcher::Event::Delete(o) => o.meta().namespace.clone(),
-        _ => None,
     }
 }
 
