@@ -37,3 +37,9 @@ app.kubernetes.io/part-of: vllmservice-operator
 {{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
 {{- end }}
 {{- end }}
+
+{{/* The namespaces the operator watches (watchNamespace and watchNamespaces),
+comma-separated, each once; empty: every namespace. */}}
+{{- define "vllmservice-operator.watchNamespaces" -}}
+{{- concat (list .Values.watchNamespace) (.Values.watchNamespaces | default list) | compact | uniq | join "," -}}
+{{- end }}

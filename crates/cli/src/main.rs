@@ -58,17 +58,18 @@ enum Command {
         defaults: BuildArgs,
     },
     /// Print the operator's RBAC as YAML: the ClusterRole and the leader-election
-    /// Role; with `--watch-namespace NS`, instead every Role, ClusterRole and
-    /// binding for `run --watch-namespace NS` (no cluster-wide rights but
-    /// list/watch of CRDs), to apply in place of deploy/install.yaml's RBAC.
+    /// Role; with `--watch-namespace NS[,NS…]`, instead every Role, ClusterRole
+    /// and binding for `run --watch-namespace NS[,NS…]` (no cluster-wide rights
+    /// but list/watch of CRDs), to apply in place of deploy/install.yaml's RBAC.
     Rbac {
         /// The operator's own namespace, where the leader-election Role grants Leases
         /// (and where its ServiceAccount is).
         #[arg(long, default_value = vllmservice_controller::rbac::DEFAULT_NAMESPACE)]
         namespace: String,
-        /// Grant the operator's rights in this namespace only (a Role and RoleBinding).
-        #[arg(long, conflicts_with = "user_roles")]
-        watch_namespace: Option<String>,
+        /// Grant the operator's rights in these namespaces only (a Role and
+        /// RoleBinding in each; comma-separated or repeated).
+        #[arg(long, conflicts_with = "user_roles", value_delimiter = ',')]
+        watch_namespace: Vec<String>,
         /// Print instead the ClusterRoles for people: reading VLLMServices
         /// aggregated into Kubernetes' view, edit and admin roles, writing them
         /// into edit and admin.
@@ -114,9 +115,12 @@ struct RunArgs {
     /// than show Pending for a few seconds. Failures are written at once.
     #[arg(long, env = "VLLM_OPERATOR_STATUS_SETTLE_SECONDS", default_value_t = 0)]
     status_settle_seconds: u64,
-    /// Watch only this namespace (default: all).
-    #[arg(long, env = "VLLM_OPERATOR_NAMESPACE")]
-    watch_namespace: Option<String>,
+    /// Watch only these namespaces (comma-separated or repeated; default:
+    /// all). With more than one, each kind is watched once per namespace, so
+    /// the operator needs rights in those namespaces only (`rbac
+    /// --watch-namespace` prints them).
+    #[arg(long, env = "VLLM_OPERATOR_NAMESPACE", value_delimiter = ',')]
+    watch_namespace: Vec<String>,
     /// Count the free GPUs of the cluster: watch every node and every pod, so
     /// that rollout strategy Auto picks a surge or in-place replacement before
     /// the rollout and a blocked rollout shows the numbers. Needs the nodes
@@ -316,18 +320,24 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
         }
         Command::Rbac {
             namespace,
-            watch_namespace: None,
+            watch_namespace,
             ..
-        } => {
+        } if watched_namespaces(&watch_namespace).is_empty() => {
             print!("{}", print::rbac_yaml(&namespace)?);
             Ok(())
         }
         Command::Rbac {
             namespace,
-            watch_namespace: Some(watch),
+            watch_namespace,
             ..
         } => {
-            print!("{}", print::watch_namespace_rbac_yaml(&namespace, &watch)?);
+            print!(
+                "{}",
+                print::watch_namespace_rbac_yaml(
+                    &namespace,
+                    &watched_namespaces(&watch_namespace)
+                )?
+            );
             Ok(())
         }
         Command::Render {
@@ -443,13 +453,25 @@ fn controller_options(args: &RunArgs, health: Health) -> runtime::Options {
         resync: Duration::from_secs(args.resync_seconds),
         status_settle: Duration::from_secs(args.status_settle_seconds),
         instance: args.instance.clone(),
-        namespace: args.watch_namespace.clone(),
+        namespaces: watched_namespaces(&args.watch_namespace),
         gpu_accounting: args.gpu_accounting,
         defaults: args.defaults.defaults(),
         streaming_lists: args.streaming_lists,
         health,
         ..runtime::Options::default()
     }
+}
+
+/// The namespaces of `--watch-namespace`, each once, in the order given
+/// (`a,,b` and `a,a` are `a,b`: an empty entry or a repeat is no namespace more).
+fn watched_namespaces(given: &[String]) -> Vec<String> {
+    let mut watched: Vec<String> = Vec::new();
+    for ns in given.iter().map(|ns| ns.trim()).filter(|ns| !ns.is_empty()) {
+        if !watched.iter().any(|w| w == ns) {
+            watched.push(ns.to_string());
+        }
+    }
+    watched
 }
 
 /// Resolves on SIGTERM or Ctrl-C.
@@ -487,5 +509,34 @@ mod tests {
         let flavor = |n| runtime(n).unwrap().handle().runtime_flavor();
         assert_eq!(flavor(1), RuntimeFlavor::CurrentThread);
         assert_eq!(flavor(2), RuntimeFlavor::MultiThread);
+    }
+
+    #[test]
+    fn watched_namespaces_are_a_list_each_once() {
+        let watched = |args: &[&str]| match Cli::try_parse_from(
+            ["vllmservice-operator", "run"].iter().chain(args),
+        ) {
+            Ok(Cli {
+                command: Command::Run(a),
+            }) => watched_namespaces(&a.watch_namespace),
+            _ => panic!("not run"),
+        };
+        assert!(watched(&[]).is_empty());
+        assert_eq!(watched(&["--watch-namespace", "a"]), ["a"]);
+        assert_eq!(
+            watched(&["--watch-namespace", "a,b,", "--watch-namespace", "a, c"]),
+            ["a", "b", "c"]
+        );
+        // A gpu count sees every namespace: not with a list.
+        assert!(
+            Cli::try_parse_from([
+                "vllmservice-operator",
+                "run",
+                "--watch-namespace",
+                "a,b",
+                "--gpu-accounting"
+            ])
+            .is_err()
+        );
     }
 }

@@ -80,27 +80,31 @@ pub fn user_roles_yaml() -> anyhow::Result<String> {
 
 /// Every RBAC object of watch-namespace mode, as checked in (for the example
 /// namespaces) at `config/rbac/watch-namespace.yaml`.
-pub fn watch_namespace_rbac_yaml(namespace: &str, watch: &str) -> anyhow::Result<String> {
+pub fn watch_namespace_rbac_yaml(namespace: &str, watched: &[String]) -> anyhow::Result<String> {
     use vllmservice_controller::rbac;
-    let w = rbac::watch_namespace(namespace, watch);
-    let docs = [
+    let w = rbac::watch_namespace(namespace, watched);
+    let mut docs = vec![
         serde_saphyr::to_string(&w.crd_role)?,
         serde_saphyr::to_string(&w.crd_binding)?,
-        serde_saphyr::to_string(&w.role)?,
-        serde_saphyr::to_string(&w.role_binding)?,
-        serde_saphyr::to_string(&w.lease_role)?,
-        serde_saphyr::to_string(&w.lease_binding)?,
     ];
+    for (role, binding) in &w.roles {
+        docs.push(serde_saphyr::to_string(role)?);
+        docs.push(serde_saphyr::to_string(binding)?);
+    }
+    docs.push(serde_saphyr::to_string(&w.lease_role)?);
+    docs.push(serde_saphyr::to_string(&w.lease_binding)?);
+    let list = watched.join(",");
     Ok(format!(
         "# Generated from crates/operator/src/rbac.rs by vllmservice-operator; do not edit.\n\
-         # The RBAC of `vllmservice-operator run --watch-namespace {watch}` with its ServiceAccount\n\
-         # {sa} in namespace {namespace}: the operator's rights in {watch} only, list/watch of\n\
-         # CRDs cluster-wide, Leases in {namespace}. Instead of deploy/install.yaml's cluster-wide RBAC:\n\
+         # The RBAC of `vllmservice-operator run --watch-namespace {list}` with its ServiceAccount\n\
+         # {sa} in namespace {namespace}: the operator's rights in {list} only (a Role and\n\
+         # RoleBinding in each), list/watch of CRDs cluster-wide, Leases in {namespace}.\n\
+         # Instead of deploy/install.yaml's cluster-wide RBAC:\n\
          #   kubectl apply -f deploy/install.yaml\n\
-         #   vllmservice-operator rbac --namespace {namespace} --watch-namespace {watch} | kubectl apply -f -\n\
+         #   vllmservice-operator rbac --namespace {namespace} --watch-namespace {list} | kubectl apply -f -\n\
          #   kubectl delete clusterrolebinding,clusterrole {cluster_role}\n\
-         #   kubectl -n {namespace} set env deployment/vllmservice-operator VLLM_OPERATOR_NAMESPACE={watch}\n\
-         # (the Helm chart does the same with --set watchNamespace={watch}).\n\
+         #   kubectl -n {namespace} set env deployment/vllmservice-operator VLLM_OPERATOR_NAMESPACE={list}\n\
+         # (the Helm chart does the same with --set watchNamespaces={{{list}}}).\n\
          # What each rule is for:\n{}{}",
         rbac::rationale(
             rbac::CLUSTER_RULES

@@ -257,7 +257,7 @@ mod tests {
 
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let opts = runtime::Options {
-            namespace: Some("none".into()),
+            namespaces: vec!["none".into()],
             gpu_accounting: false,
             health: health.clone(),
             ..runtime::Options::default()

@@ -10,7 +10,10 @@
 //!   verb, is in the log), so each Lease verb is needed. (The controller's own
 //!   verbs are proven in crates/operator/tests/rbac.rs.)
 //! - `/readyz` is 503 with a reason while the API server cannot be reached;
-//!   `/healthz` is 200 meanwhile.
+//!   `/healthz` is 200 meanwhile;
+//! - with a list of namespaces (`rbac --watch-namespace A,B`), services in each
+//!   become Available, and the operator's identity can neither list pods nor
+//!   read a pod's log in any other namespace.
 
 use std::{
     path::PathBuf,
@@ -18,7 +21,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, ServiceAccount};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, ServiceAccount};
 use kube::{
     Api, Client,
     api::{ListParams, PostParams},
@@ -43,9 +46,20 @@ struct Operator {
 
 impl Operator {
     fn start(name: &str, kubeconfig: &std::path::Path, ns: &str, lease: &str) -> Operator {
+        Self::start_watching(name, kubeconfig, ns, ns, lease)
+    }
+
+    /// An operator with its Lease in `ns`, watching `watch` (comma-separated).
+    fn start_watching(
+        name: &str,
+        kubeconfig: &std::path::Path,
+        ns: &str,
+        watch: &str,
+        lease: &str,
+    ) -> Operator {
         let (addr, metrics) = (free_local_addr(), free_local_addr());
         let mut cmd = Command::new(BIN);
-        cmd.args(["run", "--watch-namespace", ns])
+        cmd.args(["run", "--watch-namespace", watch])
             .args(["--leader-election-namespace", ns])
             .args(["--leader-election-lease-name", lease])
             .args(["--leader-election-lease-duration-seconds", "6"])
@@ -120,20 +134,36 @@ fn kubectl_apply_json(objects: &[serde_json::Value]) {
 }
 
 /// A namespace with the operator's ServiceAccount, the watch-namespace RBAC of
-/// `vllmservice-operator rbac --namespace NS --watch-namespace NS` (its Lease
-/// Role replaced by one with `lease_rules`), and a kubeconfig with the
+/// `vllmservice-operator rbac --namespace NS --watch-namespace NS[,MORE…]` (its
+/// Lease Role replaced by one with `lease_rules`), and a kubeconfig with the
 /// ServiceAccount's token.
 struct Setup {
     client: Client,
     ns: TestNamespace,
+    /// Watched besides `ns`.
+    more: Vec<TestNamespace>,
     kubeconfig: PathBuf,
 }
 
 impl Setup {
     async fn new(prefix: &str, lease_rules: &[Rule]) -> Setup {
+        Self::watching(prefix, lease_rules, 0).await
+    }
+
+    /// With `more` namespaces watched besides the operator's own.
+    async fn watching(prefix: &str, lease_rules: &[Rule], more: usize) -> Setup {
         testkit::install_crds();
         let client = testkit::client().await;
         let ns = TestNamespace::new(&client, prefix).await;
+        let mut others = Vec::new();
+        for _ in 0..more {
+            others.push(TestNamespace::new(&client, prefix).await);
+        }
+        let watch = std::iter::once(&ns)
+            .chain(&others)
+            .map(|n| n.name.as_str())
+            .collect::<Vec<_>>()
+            .join(",");
         let sa: ServiceAccount =
             serde_json::from_value(json!({"metadata": {"name": rbac::SERVICE_ACCOUNT_NAME}}))
                 .unwrap();
@@ -143,13 +173,7 @@ impl Setup {
             .unwrap();
         // Exactly what the binary prints for this mode.
         let printed = Command::new(BIN)
-            .args([
-                "rbac",
-                "--namespace",
-                &ns.name,
-                "--watch-namespace",
-                &ns.name,
-            ])
+            .args(["rbac", "--namespace", &ns.name, "--watch-namespace", &watch])
             .output()
             .unwrap();
         assert!(printed.status.success());
@@ -174,28 +198,29 @@ impl Setup {
             rbac::SERVICE_ACCOUNT_NAME
         );
         testkit::eventually(Duration::from_secs(30), || async {
-            testkit::kubectl(&[
-                "auth",
-                "can-i",
-                "list",
-                "vllmservices.aiinfra.example.com",
-                "-n",
-                &ns.name,
-                "--as",
-                &user,
-            ])
-            .status
-            .success()
-                && testkit::kubectl(&[
+            std::iter::once(&ns).chain(&others).all(|n| {
+                testkit::kubectl(&[
                     "auth",
                     "can-i",
                     "list",
-                    "customresourcedefinitions.apiextensions.k8s.io",
+                    "vllmservices.aiinfra.example.com",
+                    "-n",
+                    &n.name,
                     "--as",
                     &user,
                 ])
                 .status
                 .success()
+            }) && testkit::kubectl(&[
+                "auth",
+                "can-i",
+                "list",
+                "customresourcedefinitions.apiextensions.k8s.io",
+                "--as",
+                &user,
+            ])
+            .status
+            .success()
         })
         .await
         .expect("the bindings take effect");
@@ -203,12 +228,17 @@ impl Setup {
         Setup {
             client,
             ns,
+            more: others,
             kubeconfig,
         }
     }
 
     async fn bound_pvc(&self) {
-        let name = &self.ns.name;
+        self.bound_pvc_in(&self.ns.name).await
+    }
+
+    /// A claim `models` in `name`, bound to a PV of its own.
+    async fn bound_pvc_in(&self, name: &str) {
         let pv: PersistentVolume = serde_json::from_value(json!({
             "metadata": {"name": format!("{name}-models")},
             "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadOnlyMany"],
@@ -264,6 +294,35 @@ async fn metric(p: &Operator, prefix: &str) -> Option<f64> {
     )
 }
 
+/// A VLLMService on the claim `models` of its namespace.
+fn chat() -> VLLMService {
+    serde_json::from_value(json!({
+        "apiVersion": "aiinfra.example.com/v1alpha1", "kind": "VLLMService",
+        "metadata": {"name": "chat"},
+        "spec": {"image": "vllm/vllm-openai:v0.11.0",
+                 "modelPath": "/data/models/Qwen2.5-1.5B-Instruct",
+                 "modelName": "qwen2.5-1.5b-instruct",
+                 "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                 "storage": {"pvcName": "models", "mountPath": "/data/models"}}
+    }))
+    .unwrap()
+}
+
+/// Waits until `chat` of `api` is Available for its generation.
+async fn available(p: &Operator, api: &Api<VLLMService>) {
+    wait("chat to be Available", p, || async {
+        let vs = api.get("chat").await.ok()?;
+        let st = vs.status?;
+        (st.observed_generation == vs.metadata.generation
+            && st
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "Available" && c.status == "True"))
+        .then_some(())
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn the_watch_namespace_rbac_is_enough_with_leader_election() {
     let setup = Setup::new("lp-full", rbac::LEADER_ELECTION_RULES).await;
@@ -285,29 +344,9 @@ async fn the_watch_namespace_rbac_is_enough_with_leader_election() {
     assert_eq!(code, 200, "{body}");
     assert!(body.starts_with("ok: follower"), "{body}");
 
-    let vs: VLLMService = serde_json::from_value(json!({
-        "apiVersion": "aiinfra.example.com/v1alpha1", "kind": "VLLMService",
-        "metadata": {"name": "chat"},
-        "spec": {"image": "vllm/vllm-openai:v0.11.0",
-                 "modelPath": "/data/models/Qwen2.5-1.5B-Instruct",
-                 "modelName": "qwen2.5-1.5b-instruct",
-                 "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
-                 "storage": {"pvcName": "models", "mountPath": "/data/models"}}
-    }))
-    .unwrap();
     let api: Api<VLLMService> = Api::namespaced(setup.client.clone(), &ns);
-    api.create(&PostParams::default(), &vs).await.unwrap();
-    wait("chat to be Available", &a, || async {
-        let vs = api.get("chat").await.ok()?;
-        let st = vs.status?;
-        (st.observed_generation == vs.metadata.generation
-            && st
-                .conditions
-                .iter()
-                .any(|c| c.type_ == "Available" && c.status == "True"))
-        .then_some(())
-    })
-    .await;
+    api.create(&PostParams::default(), &chat()).await.unwrap();
+    available(&a, &api).await;
     assert_eq!(
         metric(
             &a,
@@ -340,6 +379,98 @@ async fn the_watch_namespace_rbac_is_enough_with_leader_election() {
     let all: Api<VLLMService> =
         Api::all(kube::Client::try_from(testkit::config_for(&setup.kubeconfig).await).unwrap());
     assert!(all.list(&ListParams::default()).await.is_err());
+}
+
+/// Namespace-list mode, under exactly the RBAC `rbac --watch-namespace A,B`
+/// prints: a service in each namespace becomes Available, and the operator's
+/// identity cannot list pods or read a pod's log anywhere else.
+#[tokio::test]
+async fn a_list_of_namespaces_is_served_and_nothing_outside_it_is_readable() {
+    let setup = Setup::watching("lp-list", rbac::LEADER_ELECTION_RULES, 1).await;
+    let (a_ns, b_ns) = (setup.ns.name.clone(), setup.more[0].name.clone());
+    let outside = TestNamespace::new(&setup.client, "lp-outside").await;
+    for ns in [&a_ns, &b_ns, &outside.name] {
+        setup.bound_pvc_in(ns).await;
+    }
+    // Outside: a service the operator must never take up (created first, so
+    // that it had the whole run to), and a pod with a log to read, were it allowed.
+    let outside_api: Api<VLLMService> = Api::namespaced(setup.client.clone(), &outside.name);
+    outside_api
+        .create(&PostParams::default(), &chat())
+        .await
+        .unwrap();
+    let outside_pods = Api::<Pod>::namespaced(setup.client.clone(), &outside.name);
+    let victim: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "victim"},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}
+    }))
+    .unwrap();
+    outside_pods
+        .create(&PostParams::default(), &victim)
+        .await
+        .unwrap();
+    let watch = format!("{a_ns},{b_ns}");
+    let p = Operator::start_watching("a", &setup.kubeconfig, &a_ns, &watch, "leader");
+    for ns in [&a_ns, &b_ns] {
+        let api: Api<VLLMService> = Api::namespaced(setup.client.clone(), ns);
+        api.create(&PostParams::default(), &chat()).await.unwrap();
+        available(&p, &api).await;
+    }
+    let refused = refusals(&p.log()).join("\n");
+    assert!(
+        refused.is_empty(),
+        "403s under the generated RBAC: {refused}"
+    );
+
+    // The operator's identity, asking the API server itself.
+    let own = Client::try_from(testkit::config_for(&setup.kubeconfig).await).unwrap();
+    let pods_in = |ns: &str| Api::<Pod>::namespaced(own.clone(), ns);
+    let forbidden =
+        |r: Result<_, kube::Error>| matches!(r, Err(kube::Error::Api(s)) if s.code == 403);
+    let a_pod = pods_in(&a_ns)
+        .list(&ListParams::default())
+        .await
+        .expect("pods listed in a watched namespace");
+    assert!(!a_pod.items.is_empty(), "chat's pod in {a_ns}");
+    pods_in(&b_ns)
+        .list(&ListParams::default())
+        .await
+        .expect("pods listed in the other watched namespace");
+    assert!(
+        forbidden(
+            pods_in(&outside.name)
+                .list(&ListParams::default())
+                .await
+                .map(|_| ())
+        ),
+        "pods listed outside the watched namespaces"
+    );
+    assert!(
+        forbidden(
+            pods_in(&outside.name)
+                .logs("victim", &Default::default())
+                .await
+                .map(|_| ())
+        ),
+        "a pod log read outside the watched namespaces"
+    );
+    assert!(
+        forbidden(
+            Api::<Pod>::all(own.clone())
+                .list(&ListParams::default())
+                .await
+                .map(|_| ())
+        ),
+        "pods listed cluster-wide"
+    );
+    // The service outside was there all along: no status, no Deployment.
+    let untouched = outside_api.get("chat").await.unwrap();
+    assert!(untouched.status.is_none(), "{:?}", untouched.status);
+    let deployments = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(
+        setup.client.clone(),
+        &outside.name,
+    );
+    assert!(deployments.get_opt("chat").await.unwrap().is_none());
 }
 
 /// The Lease verbs: each one, taken away, is refused (and a replica's log names it).

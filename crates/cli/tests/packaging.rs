@@ -123,8 +123,18 @@ fn checked_in_rbac_matches_generated() {
         read(WATCH) == generated,
         "{WATCH} is out of date with crates/operator/src/rbac.rs; regenerate with `hack/gen-install.sh`"
     );
-    let w = vllmservice_controller::rbac::watch_namespace("ops", "team-a");
-    let printed = operator(&["rbac", "--namespace", "ops", "--watch-namespace", "team-a"]);
+    // A list (a repeat is one namespace): a Role and RoleBinding in each.
+    let w =
+        vllmservice_controller::rbac::watch_namespace("ops", &["team-a".into(), "team-b".into()]);
+    let printed = operator(&[
+        "rbac",
+        "--namespace",
+        "ops",
+        "--watch-namespace",
+        "team-a,team-b",
+        "--watch-namespace",
+        "team-a",
+    ]);
     assert_eq!(only::<ClusterRole>(&printed, "ClusterRole"), w.crd_role);
     assert_eq!(
         only::<ClusterRoleBinding>(&printed, "ClusterRoleBinding"),
@@ -135,13 +145,16 @@ fn checked_in_rbac_matches_generated() {
         .filter(|d| kind_of(d) == "Role")
         .map(|d| serde_saphyr::from_str(d).unwrap())
         .collect();
-    assert_eq!(roles, [w.role, w.lease_role]);
+    let (mut want_roles, mut want_bindings): (Vec<_>, Vec<_>) = w.roles.into_iter().unzip();
+    want_roles.push(w.lease_role);
+    want_bindings.push(w.lease_binding);
+    assert_eq!(roles, want_roles);
     let bindings: Vec<RoleBinding> = documents(&printed)
         .iter()
         .filter(|d| kind_of(d) == "RoleBinding")
         .map(|d| serde_saphyr::from_str(d).unwrap())
         .collect();
-    assert_eq!(bindings, [w.role_binding, w.lease_binding]);
+    assert_eq!(bindings, want_bindings);
 }
 
 #[test]
@@ -463,6 +476,47 @@ fn helm_template_renders_the_values() {
         .clone()
         .unwrap();
     assert!(args.contains(&"--watch-namespace=team-a".to_string()));
+
+    // watchNamespaces (with watchNamespace, each once): a Role and RoleBinding in each.
+    let list = helm(&[
+        "template",
+        "ops",
+        CHART,
+        "--namespace",
+        "ops",
+        "--set",
+        "watchNamespace=team-a,watchNamespaces={team-b,team-a,team-c},userRoles.enabled=false",
+    ]);
+    let in_namespaces = |kind: &str| {
+        let mut namespaces: Vec<String> = documents(&list)
+            .iter()
+            .filter(|d| kind_of(d) == kind)
+            .map(|d| serde_saphyr::from_str::<serde_json::Value>(d).unwrap())
+            .filter(|d| d["metadata"]["name"].as_str() == operator_role.metadata.name.as_deref())
+            .filter_map(|d| Some(d["metadata"]["namespace"].as_str()?.to_string()))
+            .collect();
+        namespaces.sort();
+        namespaces
+    };
+    assert_eq!(in_namespaces("Role"), ["team-a", "team-b", "team-c"]);
+    assert_eq!(in_namespaces("RoleBinding"), ["team-a", "team-b", "team-c"]);
+    let deployment: Deployment = only(&list, "Deployment");
+    let args = deployment.spec.unwrap().template.spec.unwrap().containers[0]
+        .args
+        .clone()
+        .unwrap();
+    assert!(
+        args.contains(&"--watch-namespace=team-a,team-b,team-c".to_string()),
+        "{args:?}"
+    );
+    // Still only the CRDs cluster-wide: no ClusterRole with the operator's rules.
+    assert_eq!(
+        documents(&list)
+            .iter()
+            .filter(|d| kind_of(d) == "ClusterRoleBinding")
+            .count(),
+        1
+    );
 
     // Several replicas without leader election would all write: refused.
     let out = Command::new(testkit::repo_path("hack/tools/helm.sh"))

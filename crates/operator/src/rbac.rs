@@ -10,8 +10,8 @@
 //! Two ways to grant them:
 //! - cluster-wide (all namespaces): a [`cluster_role`] of every rule, bound by
 //!   a ClusterRoleBinding;
-//! - one watched namespace (`run --watch-namespace NS`): a [`role`] in `NS`
-//!   with the [`Scope::Namespaced`] rules, and a small ClusterRole
+//! - some watched namespaces (`run --watch-namespace NS[,NS…]`): a [`role`]
+//!   in each `NS` with the [`Scope::Namespaced`] rules, and a small ClusterRole
 //!   ([`CRD_CLUSTER_ROLE_NAME`]) with the [`Scope::Cluster`] ones (CRDs are
 //!   cluster-scoped); see [`watch_namespace`].
 //!
@@ -391,17 +391,16 @@ pub fn cluster_role_binding(
 }
 
 /// Everything the operator needs to run in `operator_namespace` with
-/// `--watch-namespace watch_namespace` and leader election: no cluster-wide
-/// rights but listing and watching CRDs and reviewing /metrics scrapers.
+/// `--watch-namespace NS[,NS…]` and leader election: no cluster-wide rights
+/// but listing and watching CRDs and reviewing /metrics scrapers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WatchNamespace {
     /// [`Scope::Cluster`] rules only.
     pub crd_role: ClusterRole,
     /// Binds `crd_role`; named `vllmservice-operator-crds-<operator namespace>`.
     pub crd_binding: ClusterRoleBinding,
-    /// [`Scope::Namespaced`] rules, in the watched namespace.
-    pub role: Role,
-    pub role_binding: RoleBinding,
+    /// [`Scope::Namespaced`] rules, in each watched namespace, with its binding.
+    pub roles: Vec<(Role, RoleBinding)>,
     /// Leases, in the operator's namespace.
     pub lease_role: Role,
     pub lease_binding: RoleBinding,
@@ -409,7 +408,7 @@ pub struct WatchNamespace {
 
 /// The RBAC of watch-namespace mode for the ServiceAccount
 /// [`SERVICE_ACCOUNT_NAME`] in `operator_namespace`.
-pub fn watch_namespace(operator_namespace: &str, watch_namespace: &str) -> WatchNamespace {
+pub fn watch_namespace(operator_namespace: &str, watched: &[String]) -> WatchNamespace {
     let crd_binding_name = format!("{CRD_CLUSTER_ROLE_NAME}-{operator_namespace}");
     WatchNamespace {
         crd_role: cluster_role(CRD_CLUSTER_ROLE_NAME, scoped(CLUSTER_RULES, Scope::Cluster)),
@@ -419,18 +418,24 @@ pub fn watch_namespace(operator_namespace: &str, watch_namespace: &str) -> Watch
             SERVICE_ACCOUNT_NAME,
             operator_namespace,
         ),
-        role: role(
-            CLUSTER_ROLE_NAME,
-            watch_namespace,
-            scoped(CLUSTER_RULES, Scope::Namespaced),
-        ),
-        role_binding: role_binding(
-            CLUSTER_ROLE_NAME,
-            watch_namespace,
-            CLUSTER_ROLE_NAME,
-            SERVICE_ACCOUNT_NAME,
-            operator_namespace,
-        ),
+        roles: watched
+            .iter()
+            .map(|ns| {
+                let r = role(
+                    CLUSTER_ROLE_NAME,
+                    ns,
+                    scoped(CLUSTER_RULES, Scope::Namespaced),
+                );
+                let binding = role_binding(
+                    CLUSTER_ROLE_NAME,
+                    ns,
+                    CLUSTER_ROLE_NAME,
+                    SERVICE_ACCOUNT_NAME,
+                    operator_namespace,
+                );
+                (r, binding)
+            })
+            .collect(),
         lease_role: role(
             LEADER_ELECTION_ROLE_NAME,
             operator_namespace,
@@ -624,7 +629,7 @@ mod tests {
 
     #[test]
     fn watch_namespace_mode_splits_the_rules_by_scope() {
-        let w = watch_namespace("ops", "team-a");
+        let w = watch_namespace("ops", &["team-a".into(), "team-b".into()]);
         let crd = w.crd_role.rules.unwrap();
         let cluster: Vec<_> = crd.iter().map(|r| r.resources.clone().unwrap()).collect();
         assert_eq!(
@@ -635,7 +640,11 @@ mod tests {
                 vec!["subjectaccessreviews".to_string()]
             ]
         );
-        let role = w.role.rules.unwrap();
+        let [(role_a, binding_a), (role_b, binding_b)] = &w.roles[..] else {
+            panic!("a Role and RoleBinding in each namespace: {:?}", w.roles);
+        };
+        assert_eq!(role_a.rules, role_b.rules);
+        let role = role_a.rules.clone().unwrap();
         // Less the cluster-scoped rules.
         assert_eq!(role.len(), CLUSTER_RULES.len() - 3);
         assert!(
@@ -643,12 +652,15 @@ mod tests {
                 .iter()
                 .any(|r| r.api_groups.as_deref() == Some(&["apiextensions.k8s.io".to_string()][..]))
         );
-        assert_eq!(w.role.metadata.namespace.as_deref(), Some("team-a"));
-        assert_eq!(w.role_binding.metadata.namespace.as_deref(), Some("team-a"));
+        assert_eq!(role_a.metadata.namespace.as_deref(), Some("team-a"));
+        assert_eq!(binding_a.metadata.namespace.as_deref(), Some("team-a"));
+        assert_eq!(role_b.metadata.namespace.as_deref(), Some("team-b"));
+        assert_eq!(binding_b.metadata.namespace.as_deref(), Some("team-b"));
         assert_eq!(w.lease_role.metadata.namespace.as_deref(), Some("ops"));
         for subjects in [
             &w.crd_binding.subjects,
-            &w.role_binding.subjects,
+            &binding_a.subjects,
+            &binding_b.subjects,
             &w.lease_binding.subjects,
         ] {
             let s = &subjects.as_ref().unwrap()[0];
@@ -658,6 +670,6 @@ mod tests {
             );
         }
         assert_eq!(w.crd_binding.role_ref.name, CRD_CLUSTER_ROLE_NAME);
-        assert_eq!(w.role_binding.role_ref.kind, "Role");
+        assert_eq!(binding_b.role_ref.kind, "Role");
     }
 }

@@ -30,8 +30,8 @@ pub struct Settings {
     pub status_settle: Duration,
     /// What the operator's flags put into the objects it builds.
     pub defaults: Defaults,
-    /// The namespace the controller watches (None: all).
-    pub namespace: Option<String>,
+    /// The namespaces the controller watches (none: all).
+    pub namespaces: Vec<String>,
 }
 
 /// What every reconcile shares.

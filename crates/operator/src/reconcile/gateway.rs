@@ -99,11 +99,22 @@ pub fn resolve(vs: &VLLMService, seen: &Seen) -> Resolution {
         GatewaySeen::Found(gateway) => check_listener(gateway, target),
         GatewaySeen::OutsideWatchedNamespace { watched } => Resolution::Missing {
             reason: "GatewayNotWatched",
-            message: format!(
-                "Gateway {}/{} (spec.gatewayRef) is outside the namespace {watched} that the \
-                 operator watches; use a Gateway in {watched} or run the operator for all namespaces",
-                target.namespace, target.name
-            ),
+            message: match watched.as_slice() {
+                [one] => format!(
+                    "Gateway {}/{} (spec.gatewayRef) is outside the namespace {one} that the \
+                     operator watches; use a Gateway in {one} or run the operator for all namespaces",
+                    target.namespace, target.name
+                ),
+                many => format!(
+                    "Gateway {}/{} (spec.gatewayRef) is outside the namespaces the operator \
+                     watches ({}); use a Gateway in one of them or add {} to the operator's \
+                     --watch-namespace",
+                    target.namespace,
+                    target.name,
+                    many.join(", "),
+                    target.namespace
+                ),
+            },
         },
         GatewaySeen::Missing | GatewaySeen::NotLooked => Resolution::Missing {
             reason: "GatewayNotFound",

@@ -211,8 +211,8 @@ pub enum GatewaySeen {
     NotLooked,
     Found(Box<CachedGateway>),
     Missing,
-    /// The operator watches one namespace and the Gateway is in another.
+    /// The operator watches some namespaces and the Gateway is in another.
     OutsideWatchedNamespace {
-        watched: String,
+        watched: Vec<String>,
     },
 }

@@ -7,6 +7,7 @@ pub mod discovery;
 pub mod health;
 pub mod metrics;
 pub mod metrics_auth;
+pub mod namespaces;
 pub mod retry;
 pub mod watches;
 
@@ -74,8 +75,8 @@ pub struct Options {
     pub reporter: String,
     /// This replica's identity (pod name), reported with events.
     pub instance: Option<String>,
-    /// Watch only this namespace (default: all namespaces).
-    pub namespace: Option<String>,
+    /// Watch only these namespaces (none, the default: every namespace).
+    pub namespaces: Vec<String>,
     /// Where the controller reports cache sync and loop state (for `/readyz`, `/healthz`).
     pub health: Health,
     /// Watch every node and every pod of the cluster to count free GPUs
@@ -100,7 +101,7 @@ impl Default for Options {
             status_settle: Duration::ZERO,
             reporter: names::MANAGED_BY_VALUE.to_string(),
             instance: None,
-            namespace: None,
+            namespaces: vec![],
             health: Health::default(),
             gpu_accounting: false,
             defaults: Defaults::default(),
@@ -186,7 +187,7 @@ async fn run_watches(
     lists: ListStrategy,
     stop: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> Result<(), WatchEnded> {
-    let mut w = Watches::new(client.clone(), opts.namespace.clone(), lists);
+    let mut w = Watches::new(client.clone(), opts.namespaces.clone(), lists);
     opts.health.set_caches_synced(false);
 
     // The VLLMServices: a change of the spec (generation) or of the object's
@@ -387,7 +388,7 @@ async fn run_watches(
         resync: opts.resync,
         status_settle: opts.status_settle,
         defaults: opts.defaults.clone(),
-        namespace: opts.namespace.clone(),
+        namespaces: opts.namespaces.clone(),
     };
     let ctx = Arc::new(Context::new(
         client, metrics, reporter, settings, apis, store, caches, echoes, failures, passed,

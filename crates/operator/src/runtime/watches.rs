@@ -5,14 +5,15 @@
 
 use std::{fmt::Debug, time::Duration};
 
-use futures::{SinkExt, Stream, StreamExt, TryStreamExt};
+use futures::{SinkExt, Stream, StreamExt, TryStreamExt, stream::BoxStream};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
     Api, Client, Resource,
     api::ObjectMeta,
     core::{NamespaceResourceScope, PartialObjectMeta, PartialObjectMetaExt},
     runtime::{
-        WatchStreamExt, reflector,
+        WatchStreamExt,
+        reflector::{self, Store},
         watcher::{self, watcher},
     },
 };
@@ -20,6 +21,7 @@ use serde::de::DeserializeOwned;
 use tokio::task::JoinSet;
 use vllmservice_api::VLLMService;
 
+use super::namespaces;
 use crate::{cache::Cache, names};
 
 /// Objects per list page when the API server cannot stream lists: a page is
@@ -158,16 +160,17 @@ pub enum Keep {
 /// Dropping `Watches` aborts every task.
 pub struct Watches {
     pub client: Client,
-    namespace: Option<String>,
+    /// The namespaces watched; none: every namespace.
+    namespaces: Vec<String>,
     lists: ListStrategy,
     tasks: JoinSet<String>,
 }
 
 impl Watches {
-    pub fn new(client: Client, namespace: Option<String>, lists: ListStrategy) -> Self {
+    pub fn new(client: Client, namespaces: Vec<String>, lists: ListStrategy) -> Self {
         Watches {
             client,
-            namespace,
+            namespaces,
             lists,
             tasks: JoinSet::new(),
         }
@@ -184,15 +187,36 @@ impl Watches {
         }
     }
 
-    fn api<K>(&self, select: Select) -> Api<K>
+    /// The events of the objects `select` asks for, in the watched
+    /// namespaces. `store` is the one that will hold them (a watch of several
+    /// namespaces deletes from it what a namespace's new list lacks).
+    fn events<K>(
+        &self,
+        select: Select,
+        store: Store<K>,
+    ) -> BoxStream<'static, watcher::Result<watcher::Event<K>>>
     where
-        K: Resource<DynamicType = (), Scope = NamespaceResourceScope>,
+        K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+            + Clone
+            + DeserializeOwned
+            + Debug
+            + Send
+            + Sync
+            + 'static,
     {
-        match (&self.namespace, select) {
-            (Some(ns), Select::Managed | Select::All | Select::Labelled(_)) => {
-                Api::namespaced(self.client.clone(), ns)
+        let config = self.config(select);
+        match (select, self.namespaces.as_slice()) {
+            (Select::Cluster, _) | (_, []) => {
+                relisting(Api::all(self.client.clone()), config).boxed()
             }
-            _ => Api::all(self.client.clone()),
+            (_, [ns]) => relisting(Api::namespaced(self.client.clone(), ns), config).boxed(),
+            (_, many) => {
+                let apis = many
+                    .iter()
+                    .map(|ns| (ns.clone(), Api::namespaced(self.client.clone(), ns)))
+                    .collect();
+                namespaces::merged(apis, config, store).boxed()
+            }
         }
     }
 
@@ -232,11 +256,12 @@ impl Watches {
         T: Send + 'static,
     {
         let (store, writer) = reflector::store();
-        let (cache, fill) = Cache::new(store);
+        let (cache, fill) = Cache::new(store.clone());
         // Bounded: the controller takes events from its start (its queue keeps
         // one entry per object), so a full channel only briefly holds the watch.
         let (mut tx, rx) = futures::channel::mpsc::channel(TRIGGER_BUFFER);
-        let stream = relisting(self.api::<K>(select), self.config(select))
+        let stream = self
+            .events::<K>(select, store.clone())
             .inspect(move |event| {
                 fill.saw(event);
                 on_event(event);
@@ -331,7 +356,7 @@ mod tests {
     async fn a_watch_task_that_ends_or_panics_is_reported() {
         let client = Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
             .expect("a client (never connected)");
-        let mut w = Watches::new(client, None, ListStrategy::Paged);
+        let mut w = Watches::new(client, vec![], ListStrategy::Paged);
         // No task: pending, not an error.
         let idle = tokio::time::timeout(Duration::from_millis(10), w.ended()).await;
         assert!(idle.is_err());

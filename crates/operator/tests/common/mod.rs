@@ -60,7 +60,7 @@ impl Operator {
         gpu_accounting: bool,
     ) -> Operator {
         let opts = runtime::Options {
-            namespace: Some(ns.to_string()),
+            namespaces: vec![ns.to_string()],
             gpu_accounting,
             ..runtime::Options::default()
         };
@@ -79,7 +79,7 @@ impl Operator {
         )
         .expect("operator client");
         let opts = runtime::Options {
-            namespace: Some(ns.to_string()),
+            namespaces: vec![ns.to_string()],
             gpu_accounting: true,
             defaults: vllmservice_controller::reconcile::build::Defaults {
                 prometheus_address: prometheus_address.to_string(),
@@ -91,7 +91,7 @@ impl Operator {
     }
 
     /// Starts the controller with `client`, counting into `metrics`, with
-    /// `opts` as given (set `opts.namespace` to keep it to the test's namespace).
+    /// `opts` as given (set `opts.namespaces` to keep it to the test's namespace).
     pub fn start_with_options(
         client: Client,
         metrics: Arc<Metrics>,
@@ -164,7 +164,7 @@ impl Env {
         )
         .expect("operator client");
         let mut opts = runtime::Options {
-            namespace: Some(ns.name.clone()),
+            namespaces: vec![ns.name.clone()],
             gpu_accounting: true,
             ..runtime::Options::default()
         };

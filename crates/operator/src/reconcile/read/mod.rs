@@ -52,13 +52,12 @@ pub async fn gather(vs: &Valid<'_>, ctx: &Context, now: Timestamp) -> Result<See
     let gateway = match (&vs.spec.gateway_ref, &caches.gateways) {
         (Some(r), Some(gateways)) => {
             let target = Target::of(vs, r);
-            match &ctx.settings.namespace {
-                Some(watched) if *watched != target.namespace => {
-                    GatewaySeen::OutsideWatchedNamespace {
-                        watched: watched.clone(),
-                    }
-                }
-                _ => match gateways.get(&target.namespace, &target.name)? {
+            let watched = &ctx.settings.namespaces;
+            match watched.is_empty() || watched.contains(&target.namespace) {
+                false => GatewaySeen::OutsideWatchedNamespace {
+                    watched: watched.clone(),
+                },
+                true => match gateways.get(&target.namespace, &target.name)? {
                     Some(gw) => GatewaySeen::Found(Box::new(gw)),
                     None => GatewaySeen::Missing,
                 },
