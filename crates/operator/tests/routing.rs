@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Env, Operator, condition, gpu_service, is_available};
+use common::{Env, Operator, condition, gpu_service, is_available, requests::Requests};
 use gateway_api::apis::standard::{gateways::Gateway, httproutes::HttpRoute};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::{
@@ -17,6 +17,7 @@ use kube::{
 use serde_json::{Value, json};
 use testkit::{PrivateCluster, wait_until};
 use vllmservice_api::VLLMService;
+use vllmservice_controller::runtime::metrics::{Metrics, count_writes};
 
 /// Much less than the 1-minute timed retry: seeing a change within this proves the Gateway watch.
 const FAST: Duration = Duration::from_secs(20);
@@ -295,8 +296,17 @@ async fn without_optional_apis_the_service_reports_them_and_converges_once_insta
         .create(&PostParams::default(), &namespace)
         .await
         .unwrap();
-    let config = testkit::config_for(cluster.kubeconfig()).await;
-    let operator = Operator::start_with_config(config, ns).await;
+    // The operator's requests are recorded: an optional API that comes or
+    // goes starts or stops its own watches, and no other watch lists again.
+    let requests = Requests::default();
+    let metrics = std::sync::Arc::new(Metrics::default());
+    let operator_client =
+        kube::client::ClientBuilder::try_from(testkit::config_for(cluster.kubeconfig()).await)
+            .expect("client builder")
+            .with_layer(&count_writes(metrics.clone()))
+            .with_layer(&requests.layer())
+            .build();
+    let operator = Operator::start_with(operator_client, metrics, ns, true);
     let services: Api<VLLMService> = Api::namespaced(client.clone(), ns);
     let vs: VLLMService = serde_json::from_value(routed_service("chat")).unwrap();
     services.create(&PostParams::default(), &vs).await.unwrap();
@@ -383,6 +393,13 @@ async fn without_optional_apis_the_service_reports_them_and_converges_once_insta
         "{autoscaling:?}"
     );
     // KEDA's CRDs installed later: the ScaledObject is made without an operator restart.
+    let before = requests.lists();
+    for always in ALWAYS_WATCHED {
+        assert!(
+            before.contains_key(always),
+            "no list of {always}: {before:?}"
+        );
+    }
     cluster.install_keda_crds();
     let gvk = GroupVersionKind::gvk("keda.sh", "v1alpha1", "ScaledObject");
     let scaled_objects: Api<DynamicObject> =
@@ -395,6 +412,9 @@ async fn without_optional_apis_the_service_reports_them_and_converges_once_insta
     .await;
     assert_eq!(so.data["spec"]["scaleTargetRef"]["kind"], "VLLMService");
     assert_eq!(so.data["spec"]["maxReplicaCount"], 3);
+    let with_keda = requests.lists();
+    assert_eq!(with_keda.get("scaledobjects"), Some(&1), "{with_keda:?}");
+    relisted_nothing_else(&before, &with_keda, &["scaledobjects"]);
 
     cluster.install_gateway_api_crds();
     let gateways: Api<Gateway> = Api::namespaced(client.clone(), ns);
@@ -412,5 +432,64 @@ async fn without_optional_apis_the_service_reports_them_and_converges_once_insta
         || async { routes.get_opt("chat").await.ok().flatten() },
     )
     .await;
+    let with_gateway = requests.lists();
+    for listed in ["httproutes", "gateways"] {
+        assert_eq!(with_gateway.get(listed), Some(&1), "{with_gateway:?}");
+    }
+    relisted_nothing_else(&with_keda, &with_gateway, &["httproutes", "gateways"]);
+
+    // KEDA removed: its watch stops, the service says so again, and nothing
+    // else is listed again (the Gateway API's watches included).
+    let out = cluster
+        .kubectl()
+        .args(["delete", "crd", "scaledobjects.keda.sh", "--wait=true"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_until(
+        common::WAIT,
+        "AutoscalingReady=False/APINotInstalled again",
+        || async {
+            let vs = services.get("scaled").await.ok()?;
+            let c = condition(&vs, "AutoscalingReady")?;
+            (c.1 == "APINotInstalled").then_some(())
+        },
+    )
+    .await;
+    relisted_nothing_else(&with_gateway, &requests.lists(), &[]);
     operator.stop().await;
+}
+
+/// What the operator watches whatever optional APIs are installed.
+const ALWAYS_WATCHED: [&str; 8] = [
+    "vllmservices",
+    "deployments",
+    "services",
+    "pods",
+    "persistentvolumeclaims",
+    "poddisruptionbudgets",
+    "jobs",
+    "horizontalpodautoscalers",
+];
+
+/// Between the LIST counts `before` and `after`, only the resources in `new` were listed.
+fn relisted_nothing_else(
+    before: &std::collections::BTreeMap<String, usize>,
+    after: &std::collections::BTreeMap<String, usize>,
+    new: &[&str],
+) {
+    for (resource, n) in after {
+        if new.contains(&resource.as_str()) || resource == "customresourcedefinitions" {
+            continue;
+        }
+        assert_eq!(
+            before.get(resource),
+            Some(n),
+            "{resource} listed again: before {before:?}, after {after:?}"
+        );
+    }
 }

@@ -11,12 +11,12 @@ mod common;
 use std::{
     collections::BTreeMap,
     pin::Pin,
-    sync::{Arc, Mutex},
+    sync::Arc,
     task::{Context, Poll},
 };
 
 use bytes::Bytes;
-use common::{Env, Operator};
+use common::{Env, Operator, requests::Requests};
 use futures::StreamExt;
 use http_body_util::{BodyStream, StreamBody};
 use tokio::sync::watch;
@@ -27,35 +27,12 @@ use vllmservice_controller::runtime::metrics::{Metrics, count_writes};
 struct Cutter {
     resources: &'static [&'static str],
     cut: watch::Receiver<u32>,
-    requests: Arc<Mutex<Vec<String>>>,
+    requests: Requests,
 }
 
 impl Cutter {
-    /// LIST requests so far, per resource: GETs of a collection
-    /// (`/api/v1/[namespaces/NS/]RES`, `/apis/G/V/[namespaces/NS/]RES`) that are not watches.
     fn lists(&self) -> BTreeMap<String, usize> {
-        let mut out = BTreeMap::new();
-        for request in self.requests.lock().unwrap().iter() {
-            let Some(uri) = request.strip_prefix("GET ") else {
-                continue;
-            };
-            let (path, query) = uri.split_once('?').unwrap_or((uri, ""));
-            if query.split('&').any(|q| q == "watch=true") {
-                continue;
-            }
-            let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-            let rest = match segments.first() {
-                Some(&"api") => &segments[2.min(segments.len())..],
-                Some(&"apis") => &segments[3.min(segments.len())..],
-                _ => continue,
-            };
-            // A collection: `RES` or `namespaces/NS/RES` after the version
-            // (not an object's subresource such as `pods/NAME/log`).
-            if rest.len() == 1 || (rest.len() == 3 && rest[0] == "namespaces") {
-                *out.entry(rest[rest.len() - 1].to_string()).or_default() += 1;
-            }
-        }
-        out
+        self.requests.lists()
     }
 }
 
@@ -98,7 +75,7 @@ where
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
         let uri = req.uri().to_string();
         let request = format!("{} {uri}", req.method());
-        self.cutter.requests.lock().unwrap().push(request);
+        self.cutter.requests.record(&request);
         let is_watch = uri.contains("watch=true");
         let target = self.cutter.resources.iter().any(|r| {
             uri.split('?')
@@ -160,7 +137,7 @@ async fn cut_watch() {
     let cutter = Cutter {
         resources: &["persistentvolumeclaims"],
         cut: cut_rx,
-        requests: Arc::default(),
+        requests: Requests::default(),
     };
     let metrics = Arc::new(Metrics::default());
     let operator_client = kube::client::ClientBuilder::try_from(testkit::config().await)

@@ -43,9 +43,12 @@ pub use index::{NameIndex, PodIndex};
 pub use pod_logs::{LogOutcome, LogPurpose, PodLogs};
 pub use pods::CachedPod;
 
-use crate::kinds::{
-    keda::ScaledObject,
-    prometheus::{PrometheusRule, ServiceMonitor},
+use crate::{
+    kinds::{
+        keda::ScaledObject,
+        prometheus::{PrometheusRule, ServiceMonitor},
+    },
+    optional_apis::Apis,
 };
 
 /// The controller's caches of children and of the objects they depend on.
@@ -67,16 +70,27 @@ pub struct Caches {
     /// Nodes and what every pod holds on them; None when the operator watches
     /// one namespace (it cannot see other namespaces' pods).
     pub placement: Option<Placement>,
-    /// Present when the Gateway API is installed.
-    pub routes: Option<Cache<HttpRoute>>,
-    pub gateways: Option<Cache<CachedGateway>>,
-    /// Present when the Prometheus Operator's CRDs are installed.
-    pub monitors: Option<Cache<ServiceMonitor>>,
-    pub rules: Option<Cache<PrometheusRule>>,
-    /// Present when KEDA's CRDs are installed.
-    pub scaled_objects: Option<Cache<ScaledObject>>,
     /// The HorizontalPodAutoscalers KEDA makes (label `scaledobject.keda.sh/name`).
     pub hpas: Cache<HorizontalPodAutoscaler>,
+    /// The optional APIs installed, and their caches: they come and go with
+    /// their CRDs while the rest stays.
+    pub optional: watch::Receiver<OptionalCaches>,
+}
+
+/// Which optional APIs the reconciles may use, and the caches of those: an
+/// API counts from when its caches hold their first lists (or their watches
+/// had their time to) until its CRDs go.
+#[derive(Clone, Default)]
+pub struct OptionalCaches {
+    pub apis: Apis,
+    /// Present with the Gateway API.
+    pub routes: Option<Cache<HttpRoute>>,
+    pub gateways: Option<Cache<CachedGateway>>,
+    /// Present with the Prometheus Operator's CRDs.
+    pub monitors: Option<Cache<ServiceMonitor>>,
+    pub rules: Option<Cache<PrometheusRule>>,
+    /// Present with KEDA's CRDs.
+    pub scaled_objects: Option<Cache<ScaledObject>>,
 }
 
 /// One watch cache: the store, whether it holds a complete list yet, and why
@@ -176,7 +190,8 @@ where
 }
 
 impl Caches {
-    /// Completes when every cache holds its first complete list.
+    /// Completes when every cache of the watches that always run holds its
+    /// first complete list.
     pub async fn synced(&self) {
         self.deployments.synced().await;
         self.services.synced().await;
@@ -185,6 +200,17 @@ impl Caches {
         self.pdbs.synced().await;
         self.jobs.synced().await;
         self.hpas.synced().await;
+    }
+
+    /// The optional APIs and their caches, as they are now.
+    pub fn optional(&self) -> OptionalCaches {
+        self.optional.borrow().clone()
+    }
+}
+
+impl OptionalCaches {
+    /// Completes when each of these caches holds its first complete list.
+    pub async fn synced(&self) {
         synced(&self.routes).await;
         synced(&self.gateways).await;
         synced(&self.monitors).await;

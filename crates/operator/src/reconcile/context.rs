@@ -15,7 +15,6 @@ use vllmservice_api::{VLLMService, VLLMServiceStatus};
 
 use crate::{
     cache::{CachedVllmService, Caches, StatusEchoes},
-    optional_apis::Apis,
     reconcile::build::Defaults,
     runtime::{metrics::Metrics, retry::Failures},
 };
@@ -37,8 +36,6 @@ pub struct Settings {
 /// What every reconcile shares.
 pub struct Context {
     pub client: Client,
-    /// The optional APIs installed when this controller's watches were set up.
-    pub apis: Apis,
     /// The controller's cache of VLLMServices.
     pub services: Store<CachedVllmService>,
     /// The controller's caches of children and of the objects they depend on.
@@ -61,7 +58,6 @@ impl Context {
         metrics: Arc<Metrics>,
         reporter: Reporter,
         settings: Settings,
-        apis: Apis,
         services: Store<CachedVllmService>,
         caches: Caches,
         written: StatusEchoes,
@@ -71,7 +67,6 @@ impl Context {
         Context {
             recorder: Recorder::new(client.clone(), reporter),
             client,
-            apis,
             services,
             caches,
             metrics,

@@ -46,9 +46,18 @@ pub async fn discover_until_ok(client: &Client) -> Apis {
     }
 }
 
-/// Completes when the watches must be rebuilt: the set of installed optional
-/// APIs differs from `current`, or the connection to the API server was lost
-/// (e.g. it restarted) and is back.
+/// What [`changed`] saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// The installed optional APIs are now these: their watches start or stop.
+    Apis(Apis),
+    /// The connection to the API server was lost and is back: every watch is rebuilt.
+    Reconnected,
+}
+
+/// Completes when the set of installed optional APIs differs from `current`,
+/// or when the connection to the API server was lost (e.g. it restarted) and
+/// is back.
 ///
 /// A single watch whose connection breaks lists again by itself
 /// (`watches::relisting`); but after an API-server restart some watches resumed
@@ -57,7 +66,7 @@ pub async fn discover_until_ok(client: &Client) -> Apis {
 /// still so with per-watch relisting, 2026-12-07). Losing the CRD watch's
 /// connection is taken as losing the API server: every watch is rebuilt,
 /// which lists at once.
-pub async fn changed(client: Client, current: Apis) {
+pub async fn changed(client: Client, current: Apis) -> Change {
     let crds = Api::<PartialObjectMeta<CustomResourceDefinition>>::all(client.clone());
     // A plain watcher: a lost connection ends this function (below), so it
     // never needs to list again by itself.
@@ -81,7 +90,7 @@ pub async fn changed(client: Client, current: Apis) {
                     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
                 }
                 tracing::info!("the API server is reachable again");
-                return;
+                return Change::Reconnected;
             }
             Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => false,
             Ok(watcher::Event::InitDone) => true,
@@ -93,8 +102,15 @@ pub async fn changed(client: Client, current: Apis) {
             && let Ok(now) = discover(&client).await
             && now != current
         {
-            tracing::info!("optional APIs changed");
-            return;
+            tracing::info!(
+                gateway_api = now.gateway,
+                prometheus_operator = now.prometheus,
+                keda = now.keda,
+                "optional APIs changed"
+            );
+            return Change::Apis(now);
         }
     }
+    // The watch never ends by itself (it retries every error).
+    Change::Reconnected
 }

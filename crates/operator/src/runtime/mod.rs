@@ -8,6 +8,7 @@ pub mod health;
 pub mod metrics;
 pub mod metrics_auth;
 pub mod namespaces;
+pub mod optional_watches;
 pub mod retry;
 pub mod watches;
 
@@ -16,19 +17,18 @@ use std::{
     time::{Duration, Instant},
 };
 
-use futures::{Future, FutureExt, StreamExt};
-use gateway_api::apis::standard::httproutes::HttpRoute;
+use futures::{Future, FutureExt, SinkExt, StreamExt};
 use k8s_openapi::api::{
     autoscaling::v2::HorizontalPodAutoscaler, batch::v1::Job, policy::v1::PodDisruptionBudget,
 };
 use kube::{
-    Client, Resource, ResourceExt,
+    Client, ResourceExt,
     runtime::{
         Controller, WatchStreamExt,
         controller::{self, Action},
         events::{EventType, Reporter},
         predicates,
-        reflector::{ObjectRef, Store},
+        reflector::ObjectRef,
         watcher,
     },
 };
@@ -36,27 +36,22 @@ use tracing::Instrument;
 
 use crate::{
     cache::{
-        CachedClaim, CachedDeployment, CachedGateway, CachedPod, CachedService, CachedVllmService,
-        Caches, NameIndex, Placement, PodIndex, PodLogs, StatusEchoes, placement::NodeView,
+        CachedClaim, CachedDeployment, CachedPod, CachedService, CachedVllmService, Caches,
+        NameIndex, OptionalCaches, Placement, PodIndex, PodLogs, StatusEchoes, placement::NodeView,
     },
     diagnosis::masking,
     error::{self, Error},
-    events,
-    kinds::{
-        keda::ScaledObject,
-        prometheus::{PrometheusRule, ServiceMonitor},
-    },
-    names,
+    events, names,
     optional_apis::Apis,
     reconcile::{
         self,
         build::Defaults,
         context::{Context, Settings},
-        gateway::Target,
     },
 };
 use health::Health;
 use metrics::Metrics;
+use optional_watches::OptionalWatches;
 use retry::Failures;
 use watches::{Keep, ListStrategy, Select, Watches, ignore, meta_only};
 
@@ -117,10 +112,11 @@ impl Default for Options {
 pub struct WatchEnded(String);
 
 /// Runs the controller until `shutdown` completes. When an optional API (Gateway
-/// API, Prometheus Operator, KEDA) is installed or removed, the watches are rebuilt
-/// and every VLLMService is reconciled again; no restart of the process is needed.
-/// Every task it starts ends with it, also when the returned future is dropped
-/// (the leader lease lost).
+/// API, Prometheus Operator, KEDA) is installed or removed, its watches start or
+/// stop and every VLLMService is reconciled again; no restart of the process is
+/// needed. When the connection to the API server was lost (e.g. it restarted),
+/// every watch is rebuilt. Every task it starts ends with it, also when the
+/// returned future is dropped (the leader lease lost).
 pub async fn run(
     client: Client,
     metrics: Arc<Metrics>,
@@ -145,19 +141,15 @@ pub async fn run(
             streaming_lists = lists == ListStrategy::Streaming,
             "optional APIs"
         );
-        // This incarnation stops at shutdown or when an optional API comes or
-        // goes. The CRD watch runs in a task of its own (the stop future must
-        // be Sync), in a JoinSet so that it is aborted with this future.
-        let mut crd_watch = tokio::task::JoinSet::new();
-        crd_watch.spawn(discovery::changed(client.clone(), apis));
-        let stop = {
-            let shutdown = shutdown.clone();
-            async move {
-                tokio::select! { _ = shutdown => {}, _ = crd_watch.join_next() => {} }
-            }
-        };
-        if let Err(e) = run_watches(client.clone(), metrics.clone(), &opts, apis, lists, stop).await
-        {
+        let incarnation = run_watches(
+            client.clone(),
+            metrics.clone(),
+            &opts,
+            apis,
+            lists,
+            shutdown.clone(),
+        );
+        if let Err(e) = incarnation.await {
             tracing::error!(error = %e, "stopping");
             break Err(e);
         }
@@ -176,16 +168,18 @@ const SCALED_OBJECT_LABEL: &str = "scaledobject.keda.sh/name";
 /// How long the controller waits for its caches before it starts anyway: a
 /// cache whose watch is refused (e.g. a missing RBAC rule) never fills, and
 /// the reconciles that need it then report why.
-const CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// One incarnation of the controller, with the watches `apis` allows.
+/// One incarnation of the controller: until `shutdown`, or until the
+/// connection to the API server was lost and is back. The optional APIs'
+/// watches follow their CRDs, starting with `apis`.
 async fn run_watches(
     client: Client,
     metrics: Arc<Metrics>,
     opts: &Options,
     apis: Apis,
     lists: ListStrategy,
-    stop: impl Future<Output = ()> + Send + Sync + 'static,
+    shutdown: impl Future<Output = ()> + Clone + Send + Sync + 'static,
 ) -> Result<(), WatchEnded> {
     let mut w = Watches::new(client.clone(), opts.namespaces.clone(), lists);
     opts.health.set_caches_synced(false);
@@ -308,7 +302,26 @@ async fn run_watches(
                 .map(|n| ObjectRef::new(&n).within(&ns))
                 .collect::<Vec<_>>()
         });
-    let mut caches = Caches {
+    // The optional APIs' watches, started after the controller is built:
+    // their changed objects, and a reconcile of everything when an API comes
+    // or goes, reach it through these channels.
+    let (triggers, triggered) = futures::channel::mpsc::channel(watches::TRIGGER_BUFFER);
+    let (reconcile_all, all_triggered) = futures::channel::mpsc::channel(1);
+    controller = controller
+        .reconcile_on(triggered)
+        .reconcile_all_on(all_triggered);
+    let (published, optional_caches) = tokio::sync::watch::channel(OptionalCaches::default());
+    let mut optional = OptionalWatches::new(
+        client.clone(),
+        opts.namespaces.clone(),
+        lists,
+        store.clone(),
+        triggers,
+        reconcile_all,
+        published,
+    );
+    optional.set(apis);
+    let caches = Caches {
         deployments,
         services,
         pods,
@@ -318,42 +331,36 @@ async fn run_watches(
         pdbs,
         jobs,
         placement,
-        routes: None,
-        gateways: None,
-        monitors: None,
-        rules: None,
-        scaled_objects: None,
         hpas,
+        optional: optional_caches,
     };
-    if apis.gateway {
-        let (routes, route_events) =
-            w.cache::<HttpRoute, _>(Select::Managed, Keep::Every, ignore, meta_only);
-        let (gateways, gateway_events) =
-            w.cache::<CachedGateway, _>(Select::All, Keep::Every, ignore, meta_only);
-        let services = store.clone();
-        controller = controller
-            .owns_stream(route_events)
-            .watches_stream(gateway_events, move |gw| {
-                services_using_gateway(&services, &gw)
-            });
-        (caches.routes, caches.gateways) = (Some(routes), Some(gateways));
-    }
-    if apis.prometheus {
-        let (monitors, monitor_events) =
-            w.cache::<ServiceMonitor, _>(Select::Managed, Keep::Every, ignore, meta_only);
-        let (rules, rule_events) =
-            w.cache::<PrometheusRule, _>(Select::Managed, Keep::Every, ignore, meta_only);
-        controller = controller
-            .owns_stream(monitor_events)
-            .owns_stream(rule_events);
-        (caches.monitors, caches.rules) = (Some(monitors), Some(rules));
-    }
-    if apis.keda {
-        let (scaled_objects, scaled_object_events) =
-            w.cache::<ScaledObject, _>(Select::Managed, Keep::Every, ignore, meta_only);
-        controller = controller.owns_stream(scaled_object_events);
-        caches.scaled_objects = Some(scaled_objects);
-    }
+
+    // The CRD watch: which optional APIs are installed now. A lost
+    // connection ends it, and this incarnation with it. It runs in a task of
+    // its own (the stop future must be Sync), in a JoinSet so that it is
+    // aborted with this future.
+    let (mut api_changes_tx, mut api_changes) = futures::channel::mpsc::channel(1);
+    let mut crd_watch = tokio::task::JoinSet::new();
+    crd_watch.spawn({
+        let client = client.clone();
+        async move {
+            let mut current = apis;
+            while let discovery::Change::Apis(now) =
+                discovery::changed(client.clone(), current).await
+            {
+                current = now;
+                if api_changes_tx.send(now).await.is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    let stop = {
+        let shutdown = shutdown.clone();
+        async move {
+            tokio::select! { _ = shutdown => {}, _ = crd_watch.join_next() => {} }
+        }
+    };
 
     // Reconciles start once every cache holds its first list, so that a start
     // does not take, say, a PVC for missing because its cache is still empty.
@@ -367,6 +374,7 @@ async fn run_watches(
             async move {
                 vllm_cache.synced().await;
                 caches.synced().await;
+                caches.optional().synced().await;
             }
         }
     };
@@ -390,8 +398,9 @@ async fn run_watches(
         defaults: opts.defaults.clone(),
         namespaces: opts.namespaces.clone(),
     };
+    let mut published = caches.optional.clone();
     let ctx = Arc::new(Context::new(
-        client, metrics, reporter, settings, apis, store, caches, echoes, failures, passed,
+        client, metrics, reporter, settings, store, caches, echoes, failures, passed,
     ));
     let reconciling = controller
         .with_config(controller::Config::default().concurrency(opts.concurrency))
@@ -405,7 +414,13 @@ async fn run_watches(
         });
     let health = opts.health.clone();
     let ready = async move {
-        if tokio::time::timeout(CACHE_SYNC_TIMEOUT, all_synced())
+        // The optional APIs found at the start count once published (their
+        // caches filled).
+        let first = async {
+            let _ = published.wait_for(|o| o.apis == apis).await;
+            all_synced().await;
+        };
+        if tokio::time::timeout(CACHE_SYNC_TIMEOUT, first)
             .await
             .is_err()
         {
@@ -416,40 +431,23 @@ async fn run_watches(
         health.set_caches_synced(true);
         std::future::pending::<()>().await
     };
-    // Dropping `w` (at the end of this incarnation) aborts the watch tasks.
-    tokio::select! {
-        _ = reconciling => Ok(()),
-        ended = w.ended() => Err(WatchEnded(ended)),
-        _ = ready => Ok(()),
+    // Dropping `w` and `optional` (at the end of this incarnation) aborts the
+    // watch tasks.
+    let (mut reconciling, mut ready) = (std::pin::pin!(reconciling), std::pin::pin!(ready));
+    loop {
+        tokio::select! {
+            _ = &mut reconciling => return Ok(()),
+            ended = w.ended() => return Err(WatchEnded(ended)),
+            ended = optional.ended() => return Err(WatchEnded(ended)),
+            _ = &mut ready => {}
+            Some(now) = api_changes.next() => optional.set(now),
+        }
     }
 }
 
 /// The claim a VLLMService mounts (`spec.storage.pvcName`).
 fn claim_of(vs: &CachedVllmService) -> Option<String> {
     vs.0.as_ref().ok()?.spec.storage.pvc_name.clone()
-}
-
-/// The VLLMServices in the cache whose `gatewayRef` names `gw`, to reconcile
-/// when it changes.
-fn services_using_gateway(
-    store: &Store<CachedVllmService>,
-    gw: &impl Resource,
-) -> Vec<ObjectRef<CachedVllmService>> {
-    let (Some(ns), Some(name)) = (&gw.meta().namespace, &gw.meta().name) else {
-        return vec![];
-    };
-    store
-        .state()
-        .iter()
-        .filter_map(|c| c.0.as_ref().ok())
-        .filter(|vs| {
-            vs.spec.gateway_ref.as_ref().is_some_and(|r| {
-                let t = Target::of(vs, r);
-                &t.namespace == ns && &t.name == name
-            })
-        })
-        .map(|vs| ObjectRef::new(&vs.name_any()).within(&vs.namespace().unwrap_or_default()))
-        .collect()
 }
 
 async fn reconcile_guarded(

@@ -13,7 +13,7 @@ use kube::{
     core::{NamespaceResourceScope, PartialObjectMeta, PartialObjectMetaExt},
     runtime::{
         WatchStreamExt,
-        reflector::{self, Store},
+        reflector::{self, ObjectRef, Store},
         watcher::{self, watcher},
     },
 };
@@ -22,7 +22,10 @@ use tokio::task::JoinSet;
 use vllmservice_api::VLLMService;
 
 use super::namespaces;
-use crate::{cache::Cache, names};
+use crate::{
+    cache::{Cache, CachedVllmService},
+    names,
+};
 
 /// Objects per list page when the API server cannot stream lists: a page is
 /// held whole (its JSON and its objects) until its last object is cached,
@@ -31,7 +34,7 @@ use crate::{cache::Cache, names};
 const LIST_PAGE_SIZE: u32 = 25;
 
 /// Changed objects a watch hands the controller ahead of it taking them.
-const TRIGGER_BUFFER: usize = 256;
+pub const TRIGGER_BUFFER: usize = 256;
 
 /// How the watches fill their caches at start (and after a re-list).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,6 +167,8 @@ pub struct Watches {
     namespaces: Vec<String>,
     lists: ListStrategy,
     tasks: JoinSet<String>,
+    /// Tasks that run beside the watches and may end (`spawn_helper`).
+    helpers: JoinSet<()>,
 }
 
 impl Watches {
@@ -173,6 +178,7 @@ impl Watches {
             namespaces,
             lists,
             tasks: JoinSet::new(),
+            helpers: JoinSet::new(),
         }
     }
 
@@ -282,6 +288,46 @@ impl Watches {
             resource
         });
         (cache, rx)
+    }
+
+    /// A watch of `K` as [`Watches::cache`], whose changed objects trigger
+    /// reconciles of the VLLMServices `trigger` names, through `triggers`
+    /// (the controller's input for watches started after it).
+    pub fn cache_triggering<K>(
+        &mut self,
+        select: Select,
+        keep: Keep,
+        trigger: impl Fn(&K) -> Vec<ObjectRef<CachedVllmService>> + Send + 'static,
+        mut triggers: futures::channel::mpsc::Sender<ObjectRef<CachedVllmService>>,
+    ) -> Cache<K>
+    where
+        K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+            + Clone
+            + DeserializeOwned
+            + Debug
+            + Send
+            + Sync
+            + 'static,
+    {
+        let (cache, events) = self.cache(select, keep, ignore, move |o: K| trigger(&o));
+        let resource = K::plural(&()).to_string();
+        self.tasks.spawn(async move {
+            let mut events = std::pin::pin!(events);
+            while let Some(item) = events.next().await {
+                for service in item.into_iter().flatten() {
+                    if triggers.send(service).await.is_err() {
+                        return resource;
+                    }
+                }
+            }
+            resource
+        });
+        cache
+    }
+
+    /// Runs `task` for as long as these watches run.
+    pub fn spawn_helper(&mut self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.helpers.spawn(task);
     }
 
     /// A watch that only feeds `on_event` (an index such as the GPU count).

@@ -49,7 +49,8 @@ pub async fn gather(vs: &Valid<'_>, ctx: &Context, now: Timestamp) -> Result<See
         .filter_map(|p| pod_store.get(&kube::runtime::reflector::ObjectRef::new(p).within(&ns)))
         .map(|p| p.to_pod())
         .collect();
-    let gateway = match (&vs.spec.gateway_ref, &caches.gateways) {
+    let optional = caches.optional();
+    let gateway = match (&vs.spec.gateway_ref, &optional.gateways) {
         (Some(r), Some(gateways)) => {
             let target = Target::of(vs, r);
             let watched = &ctx.settings.namespaces;
@@ -71,7 +72,7 @@ pub async fn gather(vs: &Valid<'_>, ctx: &Context, now: Timestamp) -> Result<See
     Ok(Seen {
         unplaced: unplaced(&pods, now, patience),
         pod_removed_ago: caches.pod_index.removed_ago(&ns, &name),
-        apis: ctx.apis,
+        apis: optional.apis,
         deployment: caches
             .deployments
             .get(&ns, &name)?
@@ -82,11 +83,11 @@ pub async fn gather(vs: &Valid<'_>, ctx: &Context, now: Timestamp) -> Result<See
             .get(&ns, &name)?
             .map(|s| s.typed())
             .transpose()?,
-        route: child(caches.routes.as_ref(), &ns, &name)?,
-        monitor: child(caches.monitors.as_ref(), &ns, &name)?,
-        rule: child(caches.rules.as_ref(), &ns, &name)?,
+        route: child(optional.routes.as_ref(), &ns, &name)?,
+        monitor: child(optional.monitors.as_ref(), &ns, &name)?,
+        rule: child(optional.rules.as_ref(), &ns, &name)?,
         pdb: caches.pdbs.get(&ns, &name)?,
-        scaled_object: child(caches.scaled_objects.as_ref(), &ns, &name)?,
+        scaled_object: child(optional.scaled_objects.as_ref(), &ns, &name)?,
         // Only a service that asks for autoscaling needs (the RBAC of) this cache.
         hpa: match &vs.spec.autoscaling {
             Some(_) => caches.hpas.get(&ns, &names::hpa_name(vs))?,
