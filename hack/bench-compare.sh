@@ -5,9 +5,8 @@
 #
 #   hack/bench-compare.sh [--rounds 3] [--size 1000] [--title TEXT] ARM... [-- BENCH-ARGS...]
 #
-#   ARM is NAME=PATH (an operator binary), NAME=dist (this checkout, built with
-#   the image's profile for this machine's glibc target: cargo build --profile
-#   dist), NAME=direct or NAME=floor (those variants,
+#   ARM is NAME=PATH (an operator binary), NAME=dist (this checkout, built as it
+#   ships: hack/images/shipped.sh), NAME=direct or NAME=floor (those variants,
 #   no operator: BENCHMARKS.md). The first arm is what the others are compared
 #   with ("before").
 #   BENCH-ARGS go to every run (e.g. --steady-seconds 30; target/release/bench --help).
@@ -52,9 +51,8 @@ for arm in "${arms[@]}"; do
   case "$what" in
     direct|floor) bin=$what ;;
     dist)
-      echo "== building the operator with the image's profile: cargo build --profile dist -p vllmservice-operator" >&2
-      cargo build --profile dist -p vllmservice-operator
-      cp target/dist/vllmservice-operator "$sitting/$name"; bin=$sitting/$name ;;
+      echo "== building the operator as it ships: hack/images/shipped.sh" >&2
+      cp "$(hack/images/shipped.sh)" "$sitting/$name"; bin=$sitting/$name ;;
     *)
       [ -x "$what" ] || { echo "bench-compare: $what (arm $name) is not an executable file" >&2; exit 2; }
       cp "$what" "$sitting/$name"; bin=$sitting/$name ;;

@@ -8,8 +8,8 @@
 #
 # For every size and run it starts a fresh local cluster in target/cluster-bench
 # (never the tests' target/cluster) with 100 kwok nodes, installs the CRDs, runs
-# the operator binary with the image's profile (dist; built for this machine's
-# glibc target, not the image's musl one) as its own process, creates the
+# the operator binary users run (hack/images/shipped.sh: the Dockerfile's
+# recipe, static musl, dist profile) as its own process, creates the
 # VLLMServices and measures; the cluster is stopped at the end. Results:
 # bench/results-<timestamp>.json, bench/available-<timestamp>.png and a section
 # appended to BENCHMARKS.md.
@@ -33,8 +33,8 @@ esac
 echo "== plotting environment (target/bench-venv)" >&2
 python=$(hack/bench-venv.sh)
 
-echo "== building the operator with the image's profile: cargo build --profile dist -p vllmservice-operator" >&2
-cargo build --profile dist -p vllmservice-operator
+echo "== building the operator as it ships: hack/images/shipped.sh" >&2
+hack/images/shipped.sh >/dev/null
 echo "== building the harness" >&2
 cargo build --release -p bench
 echo "== local control plane binaries (cached per machine)" >&2

@@ -10,12 +10,19 @@ cd "$repo"
 free_gib=$(df -Pk "$repo" | awk 'NR == 2 { printf "%d", $4 / 1048576 }')
 echo "== disk: ${free_gib} GiB free under $repo" >&2
 
+# The binary users run (the Dockerfile's recipe), in the background from the start: the
+# operator image the chart and in-cluster tests run is made from it (hack/images/build.sh).
+mkdir -p target
+echo "== the shipped operator binary (hack/images/shipped.sh: musl, static, dist), in the background" >&2
+hack/images/shipped.sh >target/shipped.log 2>&1 &
+shipped=$!
+
 echo "== cargo fmt --check" >&2
 cargo fmt --all -- --check
 echo "== cargo clippy --all-targets -- -D warnings" >&2
 cargo clippy --workspace --all-targets -- -D warnings
 
-echo "== vllm-sim and the operator binary (the real node's images are made from them at cluster.sh up)" >&2
+echo "== vllm-sim and the operator binary (cluster.sh up makes the real node's images from them; the operator's is replaced by the shipped one below)" >&2
 # The same dev profile as cargo test, so the tests reuse these binaries.
 cargo build -p vllm-sim -p vllmservice-operator
 
@@ -31,6 +38,13 @@ echo "== helm (built once per machine from its Go module, for the packaging test
 hack/tools/helm.sh --build >/dev/null
 echo "== promtool (built once per machine from its Go module, to check the alert rules)" >&2
 hack/tools/promtool.sh --build >/dev/null
+
+echo "== waiting for the shipped operator binary" >&2
+wait "$shipped" || { tail -n 30 target/shipped.log >&2; echo "hack/images/shipped.sh failed (log: target/shipped.log)" >&2; exit 1; }
+VLLM_OPERATOR_BINARY=$(tail -n 1 target/shipped.log)
+export VLLM_OPERATOR_BINARY
+echo "== the real node's operator image from $VLLM_OPERATOR_BINARY" >&2
+hack/cluster/cluster.sh load-images
 
 echo "== cargo test" >&2
 cargo test --workspace --no-fail-fast "$@"

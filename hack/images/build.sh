@@ -12,7 +12,9 @@
 #                                       and its fixture Hub, crates/vllm-sim/hub, at /srv/hub
 #   localhost/busybox:dev               Debian's busybox-static (/bin/busybox): sh, httpd, nc, wget for
 #                                       tests and debugging; entrypoint /bin/busybox, user 65532
-#   localhost/vllmservice-operator:dev  target/<profile>/vllmservice-operator
+#   localhost/vllmservice-operator:dev  $VLLM_OPERATOR_BINARY if set (hack/test.sh sets it to the binary
+#                                       users run, from hack/images/shipped.sh: static, musl, dist), else
+#                                       target/<profile>/vllmservice-operator
 #                                       (as the Dockerfile: entrypoint /usr/local/bin/vllmservice-operator,
 #                                        cmd [run], user 65532:65532, ports 8443 and 8081)
 #
@@ -143,7 +145,11 @@ for w in "${want[@]}"; do
       d_dest=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])[0])' "$d_entry") \
         || die "ENTRYPOINT in $df is not in JSON form"
       port_args=(); for p in $d_ports; do port_args+=(--port "$p"); done
-      b=$(cargo_bin vllmservice-operator vllmservice-operator) || exit 1
+      if [ -n "${VLLM_OPERATOR_BINARY:-}" ]; then
+        b=$VLLM_OPERATOR_BINARY
+      else
+        b=$(cargo_bin vllmservice-operator vllmservice-operator) || exit 1
+      fi
       image localhost/vllmservice-operator:dev "$b" \
         --dest "$d_dest" --entrypoint "$d_entry" --cmd "${d_cmd:-[]}" --user "$d_user" "${port_args[@]}" \
         --label org.opencontainers.image.title=vllmservice-operator ;;

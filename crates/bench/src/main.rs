@@ -79,8 +79,11 @@ struct Args {
     /// Give up on convergence after this many seconds (default 180 + 0.6 s per service).
     #[arg(long)]
     timeout_seconds: Option<u64>,
-    /// The operator binary (the image's profile on this machine's glibc target: `cargo build --profile dist -p vllmservice-operator`).
-    #[arg(long, default_value = "target/dist/vllmservice-operator")]
+    /// The operator binary (as it ships: `hack/images/shipped.sh`, static musl, dist profile).
+    #[arg(
+        long,
+        default_value = "target/shipped/x86_64-unknown-linux-musl/dist/vllmservice-operator"
+    )]
     operator_bin: PathBuf,
     /// An extra argument for `vllmservice-operator run` (repeatable), e.g.
     /// `--operator-arg=--concurrency=64`.
@@ -148,7 +151,7 @@ async fn main() -> anyhow::Result<()> {
     let runs_operator = !matches!(args.variant, Variant::Direct | Variant::Floor);
     anyhow::ensure!(
         !runs_operator || operator_bin.exists(),
-        "{operator_bin:?} is missing: cargo build --profile dist -p vllmservice-operator"
+        "{operator_bin:?} is missing: hack/images/shipped.sh builds it"
     );
     let routed = args.variant == Variant::Routed;
     let timestamp = args.timestamp.clone().unwrap_or_else(|| {

@@ -59,6 +59,110 @@ fn require_operator_image() {
     stdout_of("hack/cluster/cluster.sh load-images", out);
 }
 
+/// The operator image as the real node imported it (hack/images/build.sh's
+/// archive): its manifest digest, the paths in its layer, and its entrypoint binary.
+struct OperatorImage {
+    digest: String,
+    paths: Vec<String>,
+    binary: Vec<u8>,
+}
+
+fn read_operator_image() -> OperatorImage {
+    use std::{collections::HashMap, io::Read};
+    let path = testkit::repo_root().join("target/images/vllmservice-operator.tar");
+    let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut blobs: HashMap<String, Vec<u8>> = HashMap::new();
+    for entry in tar::Archive::new(file).entries().unwrap() {
+        let mut entry = entry.unwrap();
+        let name = entry.path().unwrap().to_string_lossy().into_owned();
+        let mut data = Vec::new();
+        entry.read_to_end(&mut data).unwrap();
+        blobs.insert(name, data);
+    }
+    let blob = |digest: &str| -> &Vec<u8> {
+        let key = format!("blobs/sha256/{}", digest.trim_start_matches("sha256:"));
+        blobs
+            .get(&key)
+            .unwrap_or_else(|| panic!("no {key} in {}", path.display()))
+    };
+    let index: Value = serde_json::from_slice(&blobs["index.json"]).unwrap();
+    let digest = index["manifests"][0]["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let manifest: Value = serde_json::from_slice(blob(&digest)).unwrap();
+    let config: Value =
+        serde_json::from_slice(blob(manifest["config"]["digest"].as_str().unwrap())).unwrap();
+    let entrypoint = config["config"]["Entrypoint"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let layer = blob(manifest["layers"][0]["digest"].as_str().unwrap());
+    let (mut paths, mut binary) = (Vec::new(), None);
+    for entry in tar::Archive::new(layer.as_slice()).entries().unwrap() {
+        let mut entry = entry.unwrap();
+        let name = format!("/{}", entry.path().unwrap().to_string_lossy());
+        if name == entrypoint {
+            let mut data = Vec::new();
+            entry.read_to_end(&mut data).unwrap();
+            binary = Some(data);
+        }
+        paths.push(name);
+    }
+    OperatorImage {
+        digest,
+        binary: binary.unwrap_or_else(|| panic!("no {entrypoint} in the image's layer: {paths:?}")),
+        paths,
+    }
+}
+
+/// The program interpreter (dynamic loader) an ELF64 little-endian file asks
+/// for (its PT_INTERP program header), or None: a static binary has none.
+fn interpreter(elf: &[u8]) -> Option<String> {
+    assert!(
+        elf.starts_with(b"\x7fELF") && elf[4] == 2 && elf[5] == 1,
+        "not a 64-bit little-endian ELF file"
+    );
+    let u16_at = |o: usize| u16::from_le_bytes(elf[o..o + 2].try_into().unwrap()) as usize;
+    let u64_at = |o: usize| u64::from_le_bytes(elf[o..o + 8].try_into().unwrap()) as usize;
+    let (phoff, phentsize, phnum) = (u64_at(0x20), u16_at(0x36), u16_at(0x38));
+    (0..phnum)
+        .map(|i| phoff + i * phentsize)
+        .find(|&ph| u32::from_le_bytes(elf[ph..ph + 4].try_into().unwrap()) == 3)
+        .map(|ph| {
+            let (offset, size) = (u64_at(ph + 8), u64_at(ph + 32));
+            String::from_utf8_lossy(&elf[offset..offset + size])
+                .trim_end_matches('\0')
+                .to_string()
+        })
+}
+
+/// The image the in-cluster tests run is the one users run: its binary is
+/// static (the image has no libraries to load) and links jemalloc, as the
+/// Dockerfile builds it; hack/test.sh makes it from hack/images/shipped.sh.
+#[test]
+fn the_operator_image_holds_the_shipped_static_binary() {
+    require_operator_image();
+    let image = read_operator_image();
+    if let Some(loader) = interpreter(&image.binary) {
+        panic!(
+            "the operator image's binary is dynamically linked (it asks for {loader}), not the \
+             static one the Dockerfile builds: build it with hack/images/shipped.sh and load it \
+             with VLLM_OPERATOR_BINARY=<its path> hack/cluster/cluster.sh load-images (hack/test.sh does)"
+        );
+    }
+    let libraries: Vec<&String> = image.paths.iter().filter(|p| p.contains(".so")).collect();
+    assert!(
+        libraries.is_empty(),
+        "shared libraries in the image: {libraries:?}"
+    );
+    // jemalloc's own messages start with "<jemalloc>": the allocator the Dockerfile links.
+    assert!(
+        image.binary.windows(10).any(|w| w == b"<jemalloc>"),
+        "the operator image's binary does not link jemalloc"
+    );
+}
+
 /// Waits until the Deployment's `replicas` pods are Ready, failing at once with
 /// FailedCreate events (Pod Security refusals), and with the pods' state on timeout.
 async fn wait_ready_pods(client: &Client, ns: &str, selector: &str, replicas: usize) -> Vec<Pod> {
@@ -122,6 +226,22 @@ async fn assert_pods_and_leader(client: &Client, ns: &str, pods: &[Pod], lease: 
         assert_eq!(
             spec.containers[0].image.as_deref(),
             Some("localhost/vllmservice-operator:dev")
+        );
+        // Exactly the archive the static-binary test reads.
+        let image_id = p
+            .status
+            .as_ref()
+            .unwrap()
+            .container_statuses
+            .as_ref()
+            .unwrap()[0]
+            .image_id
+            .clone();
+        let archive = read_operator_image().digest;
+        assert!(
+            image_id.ends_with(&archive),
+            "{} runs {image_id}, not the archive's {archive}",
+            p.name_any()
         );
     }
     let names: Vec<String> = pods.iter().map(|p| p.name_any()).collect();

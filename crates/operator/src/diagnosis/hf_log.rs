@@ -1,6 +1,15 @@
 //! What a download Job's log says, pure: why `hf download` failed (the
 //! Hugging Face client's own error texts), and how far a running download
 //! got (its "Fetching N files" progress bar).
+//!
+//! Two generations of the client print failures differently, and vLLM images
+//! carry both (vLLM 0.18-0.19: huggingface_hub 0.36, later ones 1.x, 0.34 2.x):
+//! 0.36 ends in a Python traceback whose last lines name the error
+//! (`GatedRepoError: … Cannot access gated repo …`); 1.x and 2.x print one red
+//! `Error: …` line (`huggingface_hub/cli/_errors.py`: "Access denied. …
+//! requires approval.", "Model 'org/x' not found.", "Revision not found in
+//! model 'org/x'.") and a gray `Hint: set HF_DEBUG=1 …`, which is never the
+//! evidence. Colour codes are removed first.
 
 /// Why a download failed: a `ModelReady` reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,29 +72,69 @@ fn lines(log: &str) -> impl DoubleEndedIterator<Item = &str> {
         .filter(|l| !l.is_empty())
 }
 
+/// `log` without ANSI escape sequences (the 1.x/2.x client colours its
+/// errors red and its hints gray: `ESC [ … m`).
+fn without_colours(log: &str) -> std::borrow::Cow<'_, str> {
+    if !log.contains('\u{1b}') {
+        return log.into();
+    }
+    let mut out = String::with_capacity(log.len());
+    let mut chars = log.chars();
+    while let Some(c) = chars.next() {
+        if c != '\u{1b}' {
+            out.push(c);
+            continue;
+        }
+        // A control sequence: `[`, parameters, then a final letter.
+        if chars.clone().next() == Some('[') {
+            chars.next();
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        }
+    }
+    out.into()
+}
+
 /// Why the download whose log is `log` failed. The most specific error wins:
 /// the client's messages for a gated repository also mention authentication,
 /// and a missing repository's mention gated repositories.
 pub fn classify(log: &str) -> Classified {
+    let log = without_colours(log);
+    let log = log.as_ref();
     // Per failure, the client's words, the most telling first (it becomes the evidence);
     // exception names with their colon, so that a traceback's `raise ...(GatedRepoError, ...)`
-    // line is not taken for the message.
+    // line is not taken for the message. 1.x/2.x's one-line errors: "Access denied. Model
+    // 'a/b' requires approval." (or "This repository …"), "Revision not found in model 'a/b'.",
+    // "Model 'a/b' not found." (or "Repository not found.").
     const KINDS: &[(Failure, &[&str])] = &[
         (
             Failure::GatedRepo,
-            &["Cannot access gated repo", "GatedRepoError:"],
+            &[
+                "Cannot access gated repo",
+                "requires approval.",
+                "GatedRepoError:",
+            ],
         ),
         (
             Failure::RevisionNotFound,
             &[
                 "Invalid rev id",
                 "Revision Not Found for url",
+                "Error: Revision not found in ",
                 "RevisionNotFoundError:",
             ],
         ),
         (
             Failure::RepoNotFound,
-            &["Repository Not Found for url", "RepositoryNotFoundError:"],
+            &[
+                "Repository Not Found for url",
+                "' not found.",
+                "Error: Repository not found.",
+                "RepositoryNotFoundError:",
+            ],
         ),
         (
             Failure::DiskFull,
@@ -102,10 +151,13 @@ pub fn classify(log: &str) -> Classified {
             }
         }
     }
-    // Otherwise the last thing said, which for a Python client is the exception.
+    // Otherwise the last thing said, which for a Python client is the exception
+    // and for 1.x/2.x the `Error:` line before the hint.
     let evidence = lines(log)
         .rev()
-        .find(|l| !l.starts_with("Fetching ") && !l.starts_with("Downloading"))
+        .find(|l| {
+            !l.starts_with("Fetching ") && !l.starts_with("Downloading") && !l.starts_with("Hint:")
+        })
         .unwrap_or("the download exited with an error and printed nothing")
         .to_string();
     Classified {
@@ -192,6 +244,66 @@ mod tests {
             progress(&fixture("ok.log")).as_deref(),
             Some("100% (4/4 files)")
         );
+    }
+
+    /// huggingface_hub 1.x/2.x: one red `Error:` line and a gray hint, exit 1
+    /// (the texts of `huggingface_hub/cli/_errors.py`, 2.4.0; 1.31's gated
+    /// message says "This repository").
+    #[test]
+    fn the_current_clients_one_line_errors_are_told_apart() {
+        let red = |e: &str| {
+            format!(
+                "\u{1b}[31mError: {e}\u{1b}[0m\n\u{1b}[90mHint: set HF_DEBUG=1 as environment \
+                 variable for full traceback.\u{1b}[0m\n"
+            )
+        };
+        for (log, failure, evidence) in [
+            (
+                red("Access denied. Model 'meta-llama/Llama-3.1-8B' requires approval."),
+                Failure::GatedRepo,
+                "Error: Access denied. Model 'meta-llama/Llama-3.1-8B' requires approval.",
+            ),
+            (
+                red("Access denied. This repository requires approval."),
+                Failure::GatedRepo,
+                "Error: Access denied. This repository requires approval.",
+            ),
+            (
+                red(
+                    "Model 'org/x' not found.\nIf the repo is private, make sure you are \
+                     authenticated and your token has the required permissions.\nIf the repo \
+                     does not exist, create it with: hf repos create org/x",
+                ),
+                Failure::RepoNotFound,
+                "Error: Model 'org/x' not found.",
+            ),
+            (
+                red("Revision not found in model 'org/x'."),
+                Failure::RevisionNotFound,
+                "Error: Revision not found in model 'org/x'.",
+            ),
+            (
+                red("Not logged in. Run 'hf auth login' first."),
+                Failure::DownloadError,
+                "Error: Not logged in. Run 'hf auth login' first.",
+            ),
+        ] {
+            let c = classify(&log);
+            assert_eq!(
+                (c.failure, c.evidence.as_str()),
+                (failure, evidence),
+                "{log:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn colour_codes_go_and_the_text_stays() {
+        assert_eq!(
+            without_colours("\u{1b}[31mError: x\u{1b}[0m \u{1b}[1;90my\u{1b}[0m"),
+            "Error: x y"
+        );
+        assert_eq!(without_colours("plain"), "plain");
     }
 
     #[test]
