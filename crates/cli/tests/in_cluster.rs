@@ -60,7 +60,7 @@ fn require_operator_image() {
 }
 
 /// The operator image as the real node imported it (hack/images/build.sh's
-/// archive): its manifest digest, the paths in its layer, and its entrypoint binary.
+/// archive): its config digest (the image ID), the paths in its layer, and its entrypoint binary.
 struct OperatorImage {
     digest: String,
     paths: Vec<String>,
@@ -91,8 +91,9 @@ fn read_operator_image() -> OperatorImage {
         .unwrap()
         .to_string();
     let manifest: Value = serde_json::from_slice(blob(&digest)).unwrap();
-    let config: Value =
-        serde_json::from_slice(blob(manifest["config"]["digest"].as_str().unwrap())).unwrap();
+    // The kubelet reports a container's image by its config digest.
+    let config_digest = manifest["config"]["digest"].as_str().unwrap().to_string();
+    let config: Value = serde_json::from_slice(blob(&config_digest)).unwrap();
     let entrypoint = config["config"]["Entrypoint"][0]
         .as_str()
         .unwrap()
@@ -109,8 +110,9 @@ fn read_operator_image() -> OperatorImage {
         }
         paths.push(name);
     }
+    let _ = digest;
     OperatorImage {
-        digest,
+        digest: config_digest,
         binary: binary.unwrap_or_else(|| panic!("no {entrypoint} in the image's layer: {paths:?}")),
         paths,
     }
