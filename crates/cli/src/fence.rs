@@ -10,6 +10,12 @@
 //! duration, less a margin for clock skew), so a resumed leader's writes are
 //! refused before they leave the process. No I/O: the leader loop feeds it the
 //! Lease it watches.
+//!
+//! The fence judges a write when it starts. A write that started just before
+//! the stall (already past the fence, waiting for a connection or a socket
+//! write) still leaves when the process resumes: only the API server could
+//! refuse it, and Kubernetes has no fencing token for arbitrary writes. The
+//! window is the reconciles in flight at the stall, each at most one write.
 
 use std::{
     sync::{

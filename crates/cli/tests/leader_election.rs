@@ -89,6 +89,15 @@ impl OperatorProcess {
             .and_then(|v| v.trim().parse().ok())
     }
 
+    /// `vllmservice_operator_reconciles_in_flight`: 0 once no reconcile (and none of its
+    /// writes) is under way.
+    async fn reconciles_in_flight(&self) -> Option<i64> {
+        let body = self.scrape().await?;
+        body.lines()
+            .find_map(|l| l.strip_prefix("vllmservice_operator_reconciles_in_flight "))
+            .and_then(|v| v.trim().parse().ok())
+    }
+
     /// Every `vllmservice_operator_write_requests_total` series, summed.
     async fn writes(&self) -> Option<(u64, Vec<String>)> {
         let body = self.scrape().await?;
@@ -605,6 +614,14 @@ async fn a_stalled_leader_that_resumes_writes_nothing() {
         !audited_writes(&a_id.username(), SystemTime::UNIX_EPOCH).is_empty(),
         "the audit log records the leader's writes"
     );
+    // The fence judges a write when it starts: one started just before the stall (the
+    // Available event after the status write) leaves the process after it, and no
+    // client-side check can stop it. Stall the leader between reconciles, as the scenario
+    // means: what it must not do is start writes from the reconciles it resumes.
+    wait("a to finish its reconciles", &[&a, &b], || async {
+        (a.reconciles_in_flight().await == Some(0)).then_some(())
+    })
+    .await;
 
     signal(&a, "STOP");
     const BURST: usize = 5;

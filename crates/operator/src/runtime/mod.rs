@@ -481,7 +481,6 @@ async fn reconcile_guarded(
     ctx.metrics
         .reconcile_duration
         .observe(started.elapsed().as_secs_f64());
-    ctx.metrics.reconciles_in_flight.dec();
     let key = ObjectRef::from_obj(obj.as_ref());
     match &result {
         Ok(_) => ctx.failures.forget(&key),
@@ -496,6 +495,8 @@ async fn reconcile_guarded(
             }
         }
     }
+    // Last: in flight covers every write of the reconcile, its failure event too.
+    ctx.metrics.reconciles_in_flight.dec();
     result
 }
 
