@@ -20,9 +20,18 @@ paths become those of vLLM's image (/usr/local/lib/python3.12/dist-packages, /us
 temporary download directory becomes /data/model. stdout and stderr go to one pipe, as a
 container's log interleaves them; tqdm's carriage returns and cursor-up sequences are kept.
 
-Usage (needs python3.12, network access to PyPI once, and root for the tmpfs of disk-full):
-  python3.12 -m venv /tmp/hfvenv && /tmp/hfvenv/bin/pip install huggingface_hub==0.36.2
+huggingface_hub 1.x and 2.x list a revision's files with /api/models/<repo>/tree/<rev>; the
+stand-in serves that too. They also ask /api/agent-harnesses at start-up, which the stand-in
+does not serve (404, as a mirror without it): the client logs that at debug level and goes on.
+
+--job-env runs the client with the environment of the operator's download Job (HF_DEBUG=1: the
+per-file lines that carry the progress bar into a container log, and full tracebacks).
+
+Usage (needs python3, network access to PyPI once, and root for the tmpfs of disk-full):
+  python3 -m venv /tmp/hfvenv && /tmp/hfvenv/bin/pip install huggingface_hub==0.36.2
   python3 crates/vllm-sim/tools/capture-hf-logs.py /tmp/hfvenv crates/operator/tests/fixtures/hf-logs
+  python3 -m venv /tmp/hf2 && /tmp/hf2/bin/pip install huggingface_hub==2.4.0
+  python3 crates/vllm-sim/tools/capture-hf-logs.py --job-env /tmp/hf2 crates/operator/tests/fixtures/hf-logs/2.4.0
 """
 
 import hashlib
@@ -125,6 +134,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(body)
 
+    def json(self, value):
+        body = json.dumps(value).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("X-Request-Id", request_id())
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
     def token(self):
         auth = self.headers.get("Authorization", "")
         return auth[len("Bearer "):] if auth.startswith("Bearer ") else None
@@ -132,9 +151,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def route(self):
         path = urllib.parse.urlparse(self.path).path
         parts = [urllib.parse.unquote(p) for p in path.split("/")[1:]]
-        if parts[:1] == ["api"] and len(parts) >= 6 and parts[4] == "revision":
+        if parts[:1] == ["api"] and len(parts) >= 6 and parts[4] in ("revision", "tree"):
             kind = parts[1][:-1]
-            return "info", kind, f"{parts[2]}/{parts[3]}", "/".join(parts[5:]), None
+            return ("info" if parts[4] == "revision" else "tree"), kind, f"{parts[2]}/{parts[3]}", parts[5], None
         kind = "model"
         if parts[:1] in (["datasets"], ["spaces"]):
             kind, parts = parts[0][:-1], parts[1:]
@@ -157,6 +176,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.error(404, "RevisionNotFound", f"Invalid rev id: {rev}")
         commit = self.hub.commit(kind, repo_id, rev_dir)
         files = self.hub.files(rev_dir)
+        if what == "tree":
+            entries = []
+            for f in files:
+                with open(os.path.join(rev_dir, f), "rb") as fh:
+                    data = fh.read()
+                entries.append({"type": "file", "oid": git_blob_sha1(data), "size": len(data), "path": f})
+            return self.json(entries)
         if what == "info":
             accepted = self.hub.tokens(repo)
             body = json.dumps({
@@ -204,9 +230,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 
 def normalise(text, venv, endpoint, local_dir):
-    site = os.path.join(venv, "lib", "python3.12", "site-packages")
-    stdlib = subprocess.run([os.path.join(venv, "bin", "python"), "-c", "import os; print(os.path.dirname(os.__file__))"],
+    python = os.path.join(venv, "bin", "python")
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True).stdout.strip()
+    stdlib = subprocess.run([python, "-c", "import os; print(os.path.dirname(os.__file__))"],
                             capture_output=True, text=True).stdout.strip()
+    # Request ids and trace ids differ per run.
+    text = re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "00000000-0000-0000-0000-000000000000", text)
     text = text.replace(endpoint, "https://huggingface.co")
     text = text.replace(site, "/usr/local/lib/python3.12/dist-packages")
     if stdlib:
@@ -216,11 +246,17 @@ def normalise(text, venv, endpoint, local_dir):
     return text
 
 
+JOB_ENV = {}
+
+
 def run(venv, endpoint, args, env_extra, local_dir, stop_after=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING"))}
     env.pop("PYTHONUNBUFFERED", None)
     home = os.path.join(os.path.dirname(local_dir), "hf-home")
-    env.update({"HF_ENDPOINT": endpoint, "HF_HOME": home, "HF_HUB_DISABLE_TELEMETRY": "1"})
+    # HF_HUB_DISABLE_UPDATE_CHECK: 1.x and 2.x would ask PyPI for a newer release.
+    env.update({"HF_ENDPOINT": endpoint, "HF_HOME": home, "HF_HUB_DISABLE_TELEMETRY": "1",
+                "HF_HUB_DISABLE_UPDATE_CHECK": "1"})
+    env.update(JOB_ENV)
     env.update(env_extra)
     p = subprocess.Popen([os.path.join(venv, "bin", "hf"), "download", *args, "--local-dir", local_dir],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
@@ -246,7 +282,11 @@ def run(venv, endpoint, args, env_extra, local_dir, stop_after=None):
 
 
 def main():
-    venv, out_dir = sys.argv[1], sys.argv[2]
+    argv = sys.argv[1:]
+    if argv[:1] == ["--job-env"]:
+        JOB_ENV["HF_DEBUG"] = "1"
+        argv = argv[1:]
+    venv, out_dir = argv[0], argv[1]
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     endpoint = f"http://127.0.0.1:{server.server_address[1]}"
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -156,7 +156,10 @@ pub fn classify(log: &str) -> Classified {
     let evidence = lines(log)
         .rev()
         .find(|l| {
-            !l.starts_with("Fetching ") && !l.starts_with("Downloading") && !l.starts_with("Hint:")
+            // Progress, hints, and the request lines HF_DEBUG adds (the Job sets it).
+            !["Fetching ", "Downloading", "Hint:", "Request ", "Send: "]
+                .iter()
+                .any(|p| l.starts_with(p))
         })
         .unwrap_or("the download exited with an error and printed nothing")
         .to_string();
@@ -218,9 +221,18 @@ mod tests {
         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
     }
 
-    /// The Hugging Face client's real output (tests/fixtures/hf-logs/README.md).
+    /// The Hugging Face client's real output (tests/fixtures/hf-logs/README.md): 0.36.2
+    /// without HF_DEBUG (the top directory), and every generation as the download Job runs
+    /// it (HF_DEBUG=1: 0.36.2, 1.31.0, 2.4.0).
     #[test]
     fn the_clients_own_failures_are_told_apart() {
+        for dir in ["", "0.36.2/", "1.31.0/", "2.4.0/"] {
+            the_failures_in(dir);
+        }
+    }
+
+    fn the_failures_in(dir: &str) {
+        let fixture = |name: &str| fixture(&format!("{dir}{name}"));
         for (file, failure) in [
             ("gated.log", Failure::GatedRepo),
             ("gated-wrong-token.log", Failure::GatedRepo),
@@ -229,11 +241,11 @@ mod tests {
             ("disk-full.log", Failure::DiskFull),
         ] {
             let c = classify(&fixture(file));
-            assert_eq!(c.failure, failure, "{file}: {c:?}");
-            assert!(!c.evidence.starts_with("raise "), "{file}: {c:?}");
+            assert_eq!(c.failure, failure, "{dir}{file}: {c:?}");
+            assert!(!c.evidence.starts_with("raise "), "{dir}{file}: {c:?}");
             assert!(
                 !c.evidence.is_empty() && !c.evidence.contains('\n'),
-                "{file}"
+                "{dir}{file}"
             );
         }
         assert_eq!(

@@ -96,6 +96,7 @@ pub fn diagnose(log: &str, ended: &Ended, facts: &Facts) -> Option<Diagnosis> {
     let classified = kv_cache_too_small(&lines, facts)
         .or_else(|| gpu_memory_insufficient(&lines, facts))
         .or_else(|| model_not_found(&lines, facts))
+        .or_else(|| max_model_len_too_large(&lines))
         .or_else(|| tensor_parallel(&lines))
         .or_else(|| lora_adapter(&lines))
         .or_else(|| unrecognized_argument(&lines))
@@ -106,10 +107,12 @@ pub fn diagnose(log: &str, ended: &Ended, facts: &Facts) -> Option<Diagnosis> {
     let started = lines
         .iter()
         .any(|l| l.contains("Application startup complete"));
-    let killed = lines.iter().any(|l| {
-        l.contains("KeyboardInterrupt: terminated")
-            || l.contains("shutdown triggered signal=SIGTERM")
-    });
+    // A SIGTERM while loading: vLLM's signal handler raises KeyboardInterrupt("terminated")
+    // in the API server (vllm/entrypoints/openai/api_server.py, `signal_handler`); uncaught, it
+    // ends the process with 130 (Python's exit for KeyboardInterrupt) and its traceback.
+    let killed = lines
+        .iter()
+        .any(|l| l.contains("KeyboardInterrupt: terminated"));
     match ended {
         Ended::Exited {
             code, ran_seconds, ..
@@ -118,7 +121,9 @@ pub fn diagnose(log: &str, ended: &Ended, facts: &Facts) -> Option<Diagnosis> {
                 (Some(budget), Some(ran)) => *ran >= budget,
                 _ => false,
             };
-            if !started && (killed || (over_budget && matches!(code, 0 | 137 | 143))) {
+            // The exits of a stopped process: clean, KeyboardInterrupt, SIGKILL, SIGTERM.
+            let stopped = matches!(code, 0 | 130 | 137 | 143);
+            if !started && (killed || *code == 130 || (over_budget && stopped)) {
                 return Some(startup_probe_timeout(&lines, *ran_seconds, facts));
             }
             if *code == 0 {
@@ -291,6 +296,39 @@ fn model_not_found(lines: &[&str], facts: &Facts) -> Option<Diagnosis> {
     Some(Diagnosis {
         reason: "ModelNotFound",
         message: format!("vLLM finds no model at '{path}' (spec.modelPath): {place}"),
+    })
+}
+
+/// vLLM's model config check (vllm/config/model.py, `_get_and_verify_max_len`): "User-specified
+/// max_model_len (N) is greater than the derived max_model_len (max_position_embeddings=M.0 or
+/// model_max_length=None in model's config.json). To allow overriding ..."; raised as a
+/// ValueError (0.18) or inside pydantic's ValidationError for ModelConfig (later releases), so
+/// only the sentence is matched.
+fn max_model_len_too_large(lines: &[&str]) -> Option<Diagnosis> {
+    let line = lines.iter().rev().find(|l| {
+        l.contains("User-specified max_model_len (") && l.contains("derived max_model_len")
+    })?;
+    let asked = number_after(line, "User-specified max_model_len (")?;
+    let limit = text_between(line, "derived max_model_len (", ")").and_then(|inner| {
+        inner.split(" or ").find_map(|part| {
+            let (key, value) = part.split_once('=')?;
+            let n = number_after(value, "")?;
+            let n = n.split('.').next().unwrap_or_default().to_string();
+            (!n.is_empty()).then(|| format!("{n} ({})", key.trim()))
+        })
+    });
+    let limit = limit.map_or_else(
+        || "the model's limit in its config.json".to_string(),
+        |l| format!("the model's limit {l} in its config.json"),
+    );
+    Some(Diagnosis {
+        reason: "MaxModelLenTooLarge",
+        message: format!(
+            "engineArgs.maxModelLen {asked} is larger than {limit}: lower engineArgs.maxModelLen \
+             to the limit or leave it unset (vLLM then uses the model's); only if the model is \
+             known to handle longer contexts (e.g. with RoPE scaling), set \
+             VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 in spec.env"
+        ),
     })
 }
 

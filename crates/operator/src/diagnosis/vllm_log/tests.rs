@@ -343,3 +343,52 @@ fn prefixes_are_stripped() {
         "INFO 04-03 14:16:17 gpu_executor.py:122] # GPU blocks: 1"
     );
 }
+
+#[test]
+fn a_max_model_len_above_the_model_limit_names_both_numbers() {
+    // vLLM 0.18: a ValueError; later releases raise it inside pydantic's ValidationError.
+    let v18 = "ValueError: User-specified max_model_len (65536) is greater than the derived \
+               max_model_len (max_position_embeddings=32768.0 or model_max_length=None in model's \
+               config.json). To allow overriding this maximum, set the env var \
+               VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.\n";
+    let pydantic = "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig\n  \
+                    Value error, User-specified max_model_len (65536) is greater than the derived \
+                    max_model_len (max_position_embeddings=32768.0 or model_max_length=None in \
+                    model's config.json). To allow overriding this maximum, set the env var \
+                    VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. [type=value_error, input_value=ArgsKwargs((), \
+                    {'model': '/data/models/m'}), input_type=ArgsKwargs]\n";
+    for log in [v18, pydantic] {
+        check(
+            log,
+            &failed(1),
+            "MaxModelLenTooLarge",
+            &[
+                "engineArgs.maxModelLen 65536",
+                "limit 32768 (max_position_embeddings)",
+                "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 in spec.env",
+            ],
+        );
+    }
+}
+
+#[test]
+fn a_load_ended_by_keyboard_interrupt_is_a_probe_kill_by_its_exit_code_too() {
+    // The traceback may be cut off the tail that was read: exit code 130 alone tells.
+    let log =
+        "Loading safetensors checkpoint shards:  56% Completed | 5/9 [00:13<00:11,  2.87s/it]\n";
+    let ended = Ended::Exited {
+        code: 130,
+        reason: Some("Error".into()),
+        ran_seconds: Some(640),
+    };
+    check(
+        log,
+        &ended,
+        "StartupProbeTimeout",
+        &["after 640 s", "loading weights (5/9 shards)"],
+    );
+    // The same exit after the server started is no probe kill.
+    let served = format!("{log}INFO:     Application startup complete.\n");
+    let d = diagnose(&served, &ended, &facts()).unwrap();
+    assert_eq!(d.reason, "EngineStartFailed", "{}", d.message);
+}

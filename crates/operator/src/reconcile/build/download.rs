@@ -68,6 +68,22 @@ fn job(vs: &Valid<'_>, want: &Wanted, deadline_seconds: i64) -> Job {
             value: Some("1".into()),
             ..EnvVar::default()
         },
+        // huggingface_hub 1.x and 2.x print no per-file lines by default, so their progress
+        // bar (`\r` redraws, no newline until the end) never reaches the pod log; with
+        // HF_DEBUG each file's "Downloading '…'" line ends a redraw's line, as 0.36's INFO lines
+        // do. It also keeps the full traceback of a failure. The Authorization header of the
+        // request lines it adds is printed as <TOKEN>.
+        EnvVar {
+            name: "HF_DEBUG".into(),
+            value: Some("1".into()),
+            ..EnvVar::default()
+        },
+        // 1.x and 2.x would ask PyPI for a newer huggingface_hub on every start.
+        EnvVar {
+            name: "HF_HUB_DISABLE_UPDATE_CHECK".into(),
+            value: Some("1".into()),
+            ..EnvVar::default()
+        },
     ];
     if let Some(secret) = &hf.token_secret_ref {
         // From the Secret, never as an argument: arguments show in the pod spec and in ps.
