@@ -56,34 +56,23 @@ pub fn downloads(vs: &Valid<'_>, defaults: &Defaults) -> Vec<Download> {
 fn job(vs: &Valid<'_>, want: &Wanted, deadline_seconds: i64) -> Job {
     let s = &vs.spec;
     let (hf, target) = (&want.source, want.target.as_str());
+    let fixed = |name: &str, value: &str| EnvVar {
+        name: name.into(),
+        value: Some(value.into()),
+        ..EnvVar::default()
+    };
     let mut env = vec![
         // The image's user may have no home: the hf client keeps its settings there.
-        EnvVar {
-            name: "HOME".into(),
-            value: Some("/tmp".into()),
-            ..EnvVar::default()
-        },
-        EnvVar {
-            name: "HF_HUB_DISABLE_TELEMETRY".into(),
-            value: Some("1".into()),
-            ..EnvVar::default()
-        },
+        fixed("HOME", "/tmp"),
+        fixed("HF_HUB_DISABLE_TELEMETRY", "1"),
         // huggingface_hub 1.x and 2.x print no per-file lines by default, so their progress
         // bar (`\r` redraws, no newline until the end) never reaches the pod log; with
         // HF_DEBUG each file's "Downloading '…'" line ends a redraw's line, as 0.36's INFO lines
         // do. It also keeps the full traceback of a failure. The Authorization header of the
         // request lines it adds is printed as <TOKEN>.
-        EnvVar {
-            name: "HF_DEBUG".into(),
-            value: Some("1".into()),
-            ..EnvVar::default()
-        },
+        fixed("HF_DEBUG", "1"),
         // 1.x and 2.x would ask PyPI for a newer huggingface_hub on every start.
-        EnvVar {
-            name: "HF_HUB_DISABLE_UPDATE_CHECK".into(),
-            value: Some("1".into()),
-            ..EnvVar::default()
-        },
+        fixed("HF_HUB_DISABLE_UPDATE_CHECK", "1"),
     ];
     if let Some(secret) = &hf.token_secret_ref {
         // From the Secret, never as an argument: arguments show in the pod spec and in ps.
