@@ -47,7 +47,7 @@ pub mod limits {
     pub const PRE_STOP_SECONDS: i32 = 600;
     /// `autoscaling.scaleDownStabilizationSeconds`: an hour, the HPA's own limit.
     pub const STABILIZATION_SECONDS: i32 = 3600;
-    /// `autoscaling.prometheus.serverAddress`.
+    /// `autoscaling.prometheus.serverAddress`, `huggingFace.endpoint`.
     pub const URL: usize = 2048;
     /// PromQL queries (`autoscaling.prometheus.query`, `autoscaling.activationQuery`).
     pub const QUERY: usize = 4096;
@@ -503,6 +503,11 @@ pub fn lora_rank_cel() -> String {
 /// An `http://` or `https://` URL with a host and no whitespace, or empty (unset):
 /// `autoscaling.prometheus.serverAddress`.
 pub const HTTP_URL_RE: &str = "^(https?://[^/?#[:space:]]+([/?#][^[:space:]]*)?)?$";
+
+/// The base URL of a Hugging Face Hub (`huggingFace.endpoint`): `http://` or `https://`, a
+/// host, an optional path, and nothing that huggingface_hub could not append `/api/...` to
+/// (no query, no fragment) or that would put a credential in the pod spec (no `user@`).
+pub const HF_ENDPOINT_RE: &str = "^https?://[^/?#@[:space:]]+(/[^?#[:space:]]*)?$";
 
 /// The CEL rule on `autoscaling.target`: greater than 0. A value that is not a decimal is
 /// left to the field's pattern (`||` absorbs the error of `double()` on it).

@@ -1194,6 +1194,14 @@ pub struct HuggingFace {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_secret_ref: Option<SecretKeyRef>,
 
+    /// The base URL of the Hub to download from, for a mirror or an air-gapped Hub, e.g.
+    /// https://hf-mirror.example.com. The download gets it as the environment variable
+    /// HF_ENDPOINT. Unset: huggingface_hub's default, https://huggingface.co. http:// or
+    /// https://, no credentials (use tokenSecretRef), no query. Changing it downloads again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::URL), regex(pattern = rules::HF_ENDPOINT_RE))]
+    pub endpoint: Option<String>,
+
     /// The image that runs the download (`hf download`). Unset: spec.image, since vLLM's
     /// images ship the hf command.
     #[serde(default, skip_serializing_if = "Option::is_none")]

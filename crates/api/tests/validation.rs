@@ -155,6 +155,29 @@ fn table() -> Vec<Row> {
         &pattern(rules::HTTP_URL_RE),
     ));
     table.extend(rows(
+        |s| {
+            json!({"storage": {"readOnly": false}, "modelSource": {"huggingFace": {
+                "repo": "Qwen/Qwen2.5-1.5B-Instruct", "endpoint": s}}})
+        },
+        &[
+            "https://huggingface.co",
+            "http://hub.models.svc:8080",
+            "https://hf-mirror.example.com/hub/",
+            "http://[::1]:8080",
+        ],
+        &[
+            "",
+            "hf-mirror.example.com",
+            "ftp://hub",
+            "https://user:secret@hub.example.com",
+            "https://hub.example.com/?x=1",
+            "https://hub.example.com#top",
+            "https://hub example.com",
+        ],
+        "spec.modelSource.huggingFace.endpoint",
+        &pattern(rules::HF_ENDPOINT_RE),
+    ));
+    table.extend(rows(
         |s| json!({"shmSize": s}),
         &[
             "1",

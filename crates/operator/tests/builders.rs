@@ -315,6 +315,32 @@ fn a_download_job_is_shared_and_follows_the_revision() {
     let mut d = a.clone();
     d.spec.model_path = "/data/models/elsewhere".into();
     assert_ne!(name(&a), name(&d));
+    // A mirror is another source: its own Job, told where the Hub is.
+    let mut mirrored = a.clone();
+    let endpoint = "https://hf-mirror.example.com/hub";
+    mirrored
+        .spec
+        .model_source
+        .as_mut()
+        .unwrap()
+        .hugging_face
+        .as_mut()
+        .unwrap()
+        .endpoint = Some(endpoint.into());
+    assert_ne!(name(&a), name(&mirrored));
+    let hub = |vs: &VLLMService| {
+        let job = build::downloads(&valid(vs), &Default::default())
+            .remove(0)
+            .job;
+        job.spec.unwrap().template.spec.unwrap().containers[0]
+            .env
+            .iter()
+            .flatten()
+            .find(|e| e.name == "HF_ENDPOINT")
+            .and_then(|e| e.value.clone())
+    };
+    assert_eq!(hub(&mirrored).as_deref(), Some(endpoint));
+    assert_eq!(hub(&a), None, "unset: the client's default Hub");
     // The token is an environment variable from the Secret, never an argument.
     let job = &build::downloads(&valid(&a), &Default::default())[0].job;
     let container = &job

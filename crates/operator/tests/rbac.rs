@@ -488,7 +488,9 @@ async fn a_missing_rule_is_reported_as_forbidden_without_a_crash() {
             .is_none()
     );
 
-    // Granting the missing rule heals it without touching the VLLMService.
+    // Granting the missing rule heals it without touching the VLLMService:
+    // the failed reconcile is retried when the Services cache fills (its
+    // backoff alone may be past this test's wait by then).
     let full = rbac::cluster_role(&t.role_name, rbac::CLUSTER_RULES);
     Api::<ClusterRole>::all(env.client.clone())
         .replace(&t.role_name, &PostParams::default(), &full)

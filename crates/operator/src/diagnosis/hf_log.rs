@@ -11,6 +11,8 @@
 //! model 'org/x'.") and a gray `Hint: set HF_DEBUG=1 …`, which is never the
 //! evidence. Colour codes are removed first.
 
+use super::without_colours;
+
 /// Why a download failed: a `ModelReady` reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Failure {
@@ -70,32 +72,6 @@ fn lines(log: &str) -> impl DoubleEndedIterator<Item = &str> {
     log.split(['\n', '\r'])
         .map(str::trim)
         .filter(|l| !l.is_empty())
-}
-
-/// `log` without ANSI escape sequences (the 1.x/2.x client colours its
-/// errors red and its hints gray: `ESC [ … m`).
-fn without_colours(log: &str) -> std::borrow::Cow<'_, str> {
-    if !log.contains('\u{1b}') {
-        return log.into();
-    }
-    let mut out = String::with_capacity(log.len());
-    let mut chars = log.chars();
-    while let Some(c) = chars.next() {
-        if c != '\u{1b}' {
-            out.push(c);
-            continue;
-        }
-        // A control sequence: `[`, parameters, then a final letter.
-        if chars.clone().next() == Some('[') {
-            chars.next();
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        }
-    }
-    out.into()
 }
 
 /// Why the download whose log is `log` failed. The most specific error wins:
@@ -307,15 +283,6 @@ mod tests {
                 "{log:?}"
             );
         }
-    }
-
-    #[test]
-    fn colour_codes_go_and_the_text_stays() {
-        assert_eq!(
-            without_colours("\u{1b}[31mError: x\u{1b}[0m \u{1b}[1;90my\u{1b}[0m"),
-            "Error: x y"
-        );
-        assert_eq!(without_colours("plain"), "plain");
     }
 
     #[test]

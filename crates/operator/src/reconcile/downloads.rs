@@ -113,9 +113,11 @@ fn slug(repo: &str) -> String {
     out.trim_matches('-').to_string()
 }
 
-/// The Job's name: `hf-<repo name>-<hash of claim, sub-path, directory, repository and revision>`.
+/// The Job's name: `hf-<repo name>-<hash of claim, sub-path, directory, repository, revision
+/// and endpoint>`. (A mirror's repository of the same name may hold other files; without an
+/// endpoint the key is the one from before the field existed, so no Job is renamed.)
 pub fn job_name(claim: &str, sub_path: Option<&str>, target: &str, hf: &HuggingFace) -> String {
-    let key = [
+    let mut key = [
         claim,
         sub_path.unwrap_or(""),
         target,
@@ -123,6 +125,9 @@ pub fn job_name(claim: &str, sub_path: Option<&str>, target: &str, hf: &HuggingF
         &hf.revision,
     ]
     .join("\n");
+    if let Some(endpoint) = &hf.endpoint {
+        key = format!("{key}\n{endpoint}");
+    }
     let hash: String = Sha256::digest(key.as_bytes())[..5]
         .iter()
         .map(|b| format!("{b:02x}"))

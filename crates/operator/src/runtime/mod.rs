@@ -311,6 +311,7 @@ async fn run_watches(
         .reconcile_on(triggered)
         .reconcile_all_on(all_triggered);
     let (published, optional_caches) = tokio::sync::watch::channel(OptionalCaches::default());
+    let retry_failing = triggers.clone();
     let mut optional = OptionalWatches::new(
         client.clone(),
         opts.namespaces.clone(),
@@ -399,6 +400,7 @@ async fn run_watches(
         namespaces: opts.namespaces.clone(),
     };
     let mut published = caches.optional.clone();
+    let failing = failures.clone();
     let ctx = Arc::new(Context::new(
         client, metrics, reporter, settings, store, caches, echoes, failures, passed,
     ));
@@ -420,15 +422,28 @@ async fn run_watches(
             let _ = published.wait_for(|o| o.apis == apis).await;
             all_synced().await;
         };
-        if tokio::time::timeout(CACHE_SYNC_TIMEOUT, first)
+        let timed_out = tokio::time::timeout(CACHE_SYNC_TIMEOUT, first)
             .await
-            .is_err()
-        {
+            .is_err();
+        if timed_out {
             tracing::warn!(timeout = ?CACHE_SYNC_TIMEOUT, "some watch caches are not filled; starting anyway");
         }
         open.send_replace(true);
         all_synced().await;
         health.set_caches_synced(true);
+        if timed_out {
+            // What failed meanwhile failed for want of a cache (e.g. a missing
+            // RBAC rule, granted since); its backoff may have grown to
+            // minutes, and a filled cache sends no event of its own.
+            tracing::info!(
+                failing = failing.len(),
+                "every watch cache is filled; retrying what failed"
+            );
+            let mut retry = retry_failing;
+            for obj in failing.objects() {
+                let _ = retry.send(obj).await;
+            }
+        }
         std::future::pending::<()>().await
     };
     // Dropping `w` and `optional` (at the end of this incarnation) aborts the

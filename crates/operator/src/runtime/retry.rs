@@ -41,6 +41,16 @@ impl Failures {
         self.0.lock().expect("failures lock").remove(obj);
     }
 
+    /// The objects failing now.
+    pub fn objects(&self) -> Vec<ObjectRef<CachedVllmService>> {
+        self.0
+            .lock()
+            .expect("failures lock")
+            .keys()
+            .cloned()
+            .collect()
+    }
+
     /// How many objects are failing now.
     pub fn len(&self) -> usize {
         self.0.lock().expect("failures lock").len()
@@ -96,6 +106,7 @@ mod tests {
         assert_eq!(f.failed(ObjectRef::new("b").within("ns")), 1);
         f.forget(&a);
         assert_eq!(f.len(), 1);
+        assert_eq!(f.objects(), vec![ObjectRef::new("b").within("ns")]);
         assert_eq!(f.failed(a), 1);
     }
 }

@@ -267,7 +267,7 @@ fn shared_memory_and_oom_and_the_rest() {
     // A clean exit of a server that never started is no finding (e.g. a rollout stopped it early).
     assert_eq!(
         diagnose(
-            "INFO 01-01 00:00:00 [api_server.py:1] vLLM API server version 0.18.0\n",
+            "INFO 01-01 00:00:00 [utils.py:297] vLLM server version 0.18.0, serving model m\n",
             &Ended::Exited {
                 code: 0,
                 reason: Some("Completed".into()),
@@ -302,6 +302,23 @@ fn engine_info_from_start_up_lines_of_several_versions() {
             tensor_parallel_size: Some(2),
         }
     );
+    // 0.34: the plain banner (VLLM_DISABLE_LOG_LOGO=1), the KV cache on one line.
+    assert_eq!(
+        engine_info(fixture!("startup-v0.34.log")),
+        EngineInfo {
+            version: Some("0.34.0".into()),
+            ..v18
+        }
+    );
+    // The logo coloured (a log read from a terminal-like stream).
+    let coloured = " \u{1b}[93m▄▄\u{1b}[0m \u{1b}[94m▄█\u{1b}[0m \u{1b}[1m█     █     █ ▀▄▀ █\u{1b}[0m  \
+                    version \u{1b}[1m0.34.0\u{1b}[0m\n";
+    assert_eq!(engine_info(coloured).version.as_deref(), Some("0.34.0"));
+    // Only the logo's row: a model named "version 9" is not a version.
+    let model_row = "  █▄█▀ █     █     █     █  model   /m/version 9\n";
+    assert_eq!(engine_info(model_row).version, None);
+    let v08 = engine_info(fixture!("model-not-found-v0.8.log"));
+    assert_eq!(v08.version.as_deref(), Some("0.8.4"));
     let v06 = engine_info(fixture!("startup-v0.6.log"));
     assert_eq!(v06.version.as_deref(), Some("0.6.1.dev238+ge2c6e0a82"));
     assert_eq!(v06.max_model_len, Some(131072));
@@ -324,6 +341,26 @@ fn progress_names_the_last_step() {
         Some("capturing CUDA graphs")
     );
     assert_eq!(progress("nothing yet\n"), None);
+    // Each release's own words for the same steps.
+    for (log, step) in [
+        (fixture!("startup-v0.18.log"), "starting the API server"),
+        (fixture!("startup-v0.34.log"), "starting the API server"),
+        (
+            "(EngineCore pid=2) INFO 11-30 10:00:09 [model_runner.py:412] Loading model from scratch...\n",
+            "loading the model",
+        ),
+        (
+            "(EngineCore_DP0 pid=2) INFO 03-20 09:00:09 [gpu_model_runner.py:4482] Starting to load model /m...\n",
+            "loading the model",
+        ),
+        (
+            "(EngineCore pid=2) INFO 11-30 10:01:20 [kv_cache_utils.py:1169] GPU KV cache size: 1,024 \
+             tokens, Maximum concurrency for 512 tokens per request: 2.00x\n",
+            "KV cache allocated",
+        ),
+    ] {
+        assert_eq!(progress(log).as_deref(), Some(step), "{log}");
+    }
 }
 
 #[test]

@@ -74,6 +74,9 @@ fn job(vs: &Valid<'_>, want: &Wanted, deadline_seconds: i64) -> Job {
         // 1.x and 2.x would ask PyPI for a newer huggingface_hub on every start.
         fixed("HF_HUB_DISABLE_UPDATE_CHECK", "1"),
     ];
+    if let Some(endpoint) = &hf.endpoint {
+        env.push(fixed("HF_ENDPOINT", endpoint));
+    }
     if let Some(secret) = &hf.token_secret_ref {
         // From the Secret, never as an argument: arguments show in the pod spec and in ps.
         env.push(EnvVar {
