@@ -499,7 +499,7 @@ async fn run(a: args::Args, env: Env) -> u8 {
     );
     log::info(
         Proc::Engine,
-        "gpu_model_runner.py:2370",
+        release.model_loaded_at(),
         &format!(
             "Model loading took {:.4} GiB memory and {:.6} seconds",
             weights / GIB,
@@ -555,10 +555,11 @@ async fn run(a: args::Args, env: Env) -> u8 {
     }
     log::info(
         Proc::Engine,
-        "core.py:210",
+        "core.py:459",
         &format!(
-            "init engine (profile, create kv cache, warmup model) took {:.2} seconds",
-            started.elapsed().as_secs_f64()
+            "init engine (profile, create kv cache, warmup model) took {:.2} {}",
+            started.elapsed().as_secs_f64(),
+            release.init_engine_unit()
         ),
     );
 

@@ -113,6 +113,22 @@ impl Release {
         }
     }
 
+    /// Where the engine logs `Model loading took ...` (0.34: the V2 model runner).
+    pub fn model_loaded_at(self) -> &'static str {
+        match self {
+            Release::V0_34_0 => "model_runner.py:442",
+            _ => "gpu_model_runner.py:4567",
+        }
+    }
+
+    /// `init engine (profile, create kv cache, warmup model) took 1.23 s` (0.34) / `seconds`.
+    pub fn init_engine_unit(self) -> &'static str {
+        match self {
+            Release::V0_34_0 => "s",
+            _ => "seconds",
+        }
+    }
+
     /// Where `log_version_and_model` lives (file:line of the banner).
     pub fn banner_at(self) -> &'static str {
         match self {

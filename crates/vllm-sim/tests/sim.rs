@@ -337,6 +337,11 @@ fn loads_then_serves_vllm_endpoints() {
     ] {
         assert!(log.contains(line), "no {line:?} in:\n{log}");
     }
+    let init = log
+        .lines()
+        .find(|l| l.contains("] init engine (profile"))
+        .unwrap();
+    assert!(init.ends_with(" s"), "{init}");
     // Lines the simulator used to print that vLLM does not.
     for line in ["vLLM API server version", "Starting vLLM API server"] {
         assert!(!log.contains(line), "{line:?} in:\n{log}");
@@ -510,6 +515,11 @@ fn vllm_0_18_logs_as_0_18() {
         assert!(log.contains(line), "no {line:?} in:\n{log}");
     }
     assert!(!log.contains("█"), "{log}");
+    let init = log
+        .lines()
+        .find(|l| l.contains("] init engine (profile"))
+        .unwrap();
+    assert!(init.ends_with(" seconds"), "{init}");
     assert_eq!(
         http(sim.port, "GET", "/version", ""),
         (200, r#"{"version":"0.18.0"}"#.to_string())
