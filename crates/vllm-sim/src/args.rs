@@ -513,6 +513,23 @@ pub fn parse(raw: &[String], release: Release) -> Result<Parsed, ArgError> {
     };
     let mut set: Vec<&'static str> = Vec::new();
     let mut model_opt: Option<String> = None;
+    // vLLM's parse_args moves the first `--model X` to the model tag's place (and warns), so
+    // that X is the positional whatever comes before it.
+    if let Some(at) = tokens
+        .iter()
+        .position(|t| t == "--model" || t.starts_with("--model="))
+    {
+        let tag = match tokens[at].strip_prefix("--model=") {
+            Some(v) => Some(v.to_string()),
+            None if at + 1 < tokens.len() => Some(tokens.remove(at + 1)),
+            None => None,
+        };
+        if let Some(tag) = tag {
+            tokens.remove(at);
+            tokens.insert(0, tag);
+            a.model_via_option = true;
+        }
+    }
     // Tokens argparse leaves over: reported together once parsing is done, as argparse does.
     let mut unrecognized: Vec<String> = Vec::new();
     let mut i = 0;
@@ -548,12 +565,9 @@ pub fn parse(raw: &[String], release: Release) -> Result<Parsed, ArgError> {
                 )));
             }
             Lookup::Unknown => {
-                // argparse keeps the token and the values after it that no positional takes.
+                // argparse keeps it; the words after it are positionals like any other (the
+                // model tag if none was given yet, else left over too).
                 unrecognized.push(tok.clone());
-                while inline.is_none() && i < tokens.len() && !is_option_like(&tokens[i]) {
-                    unrecognized.push(tokens[i].clone());
-                    i += 1;
-                }
                 continue;
             }
         };
@@ -719,12 +733,11 @@ pub fn parse(raw: &[String], release: Release) -> Result<Parsed, ArgError> {
             format!("unrecognized arguments: {}", unrecognized.join(" ")),
         ));
     }
-    // vLLM moves `--model X` to the model tag position (and warns).
-    if let Some(m) = model_opt {
-        a.model_via_option = true;
-        if a.model_tag.is_none() {
-            set.push("model_tag");
-        }
+    // A second `--model` sets vLLM's `model`, which the model tag overrides.
+    if let Some(m) = model_opt
+        && a.model_tag.is_none()
+    {
+        set.push("model_tag");
         a.model_tag = Some(m);
     }
     if let Some(tag) = &a.model_tag {
@@ -963,6 +976,27 @@ mod tests {
             p(&["/m", "extra"]).unwrap_err().message,
             "unrecognized arguments: extra"
         );
+    }
+
+    #[test]
+    fn words_after_an_unknown_flag_are_positionals() {
+        // As vLLM 0.34's parser: the model tag, or left over when there is one.
+        let e = p(&["--no-such", "/m"]).unwrap_err();
+        assert_eq!(e.message, "unrecognized arguments: --no-such");
+        let e = p(&["--model", "/m", "--no-such", "1"]).unwrap_err();
+        assert_eq!(e.message, "unrecognized arguments: --no-such 1");
+        let e = p(&["/m", "extra1", "--port", "1", "extra2"]).unwrap_err();
+        assert_eq!(e.message, "unrecognized arguments: extra1 extra2");
+        let e = p(&["/m", "--nope=3"]).unwrap_err();
+        assert_eq!(e.message, "unrecognized arguments: --nope=3");
+        assert_eq!(
+            err(&["/m", "--enable-prefix-caching=1"]),
+            "argument --enable-prefix-caching/--disable-prefix-caching: ignored explicit argument '1'"
+        );
+        // `--model` anywhere is the model tag.
+        let a = p(&["--port", "1", "--model=/x"]).unwrap();
+        assert_eq!(a.model, "/x");
+        assert!(a.model_via_option);
     }
 
     #[test]
