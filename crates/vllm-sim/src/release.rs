@@ -170,6 +170,12 @@ impl ShutdownLog {
         self.0 == Release::V0_34_0
     }
 
+    /// 0.17.1's engine core has no shutdown handling of its own (it came with
+    /// `--shutdown-timeout`), so it logs nothing of it.
+    fn engine_logs(&self) -> bool {
+        self.0.has_shutdown_timeout()
+    }
+
     /// The first SIGTERM or SIGINT (0.18's handler logs nothing).
     pub fn triggered(&self) {
         if self.new_style() {
@@ -183,6 +189,9 @@ impl ShutdownLog {
 
     /// The API server hands the shutdown to the engine, which aborts (timeout 0) or drains.
     pub fn engine_start(&self, timeout: u64, in_flight: u64) {
+        if !self.engine_logs() {
+            return;
+        }
         let mode = if timeout == 0 { "abort" } else { "drain" };
         if self.new_style() {
             crate::log::info(
@@ -248,7 +257,7 @@ impl ShutdownLog {
     /// A request that arrived during the drain, answered with an abort by the engine core.
     pub fn rejected(&self, request_id: &str) {
         // 0.34 logs this at DEBUG only.
-        if !self.new_style() {
+        if !self.new_style() && self.engine_logs() {
             crate::log::info(
                 Proc::Engine,
                 "core.py:1266",
@@ -286,6 +295,9 @@ impl ShutdownLog {
 
     /// The engine has no work left (drained or aborted).
     pub fn engine_done(&self) {
+        if !self.engine_logs() {
+            return;
+        }
         if self.new_style() {
             crate::log::info(
                 Proc::Engine,

@@ -837,11 +837,13 @@ fn sigterm_while_loading_leaves_keyboard_interrupt_and_the_progress() {
     assert!(!out.contains("Loading weights took"), "{out}");
 }
 
+/// `tag` names the test's model directory (each test its own: they run at once).
 fn sigterm_with_stream(
+    tag: &str,
     extra: &[&str],
     env: &[(&str, &str)],
 ) -> (bool, String, i32, String, Duration) {
-    let dir = ModelDir::new(&format!("term{}{}", extra.len(), env.len()));
+    let dir = ModelDir::new(tag);
     let mut env = env.to_vec();
     env.push(("VLLM_SIM_TOKEN_DELAY_MS", "40"));
     let mut sim = Sim::start(&dir.path(), extra, &env);
@@ -861,7 +863,8 @@ fn sigterm_with_stream(
 
 #[test]
 fn sigterm_with_shutdown_timeout_drains_in_flight_requests() {
-    let (completed, seen, code, out, _) = sigterm_with_stream(&["--shutdown-timeout", "20"], &[]);
+    let (completed, seen, code, out, _) =
+        sigterm_with_stream("term-drain", &["--shutdown-timeout", "20"], &[]);
     assert!(completed, "stream was cut:\n{seen}");
     assert!(seen.contains("data: [DONE]"), "{seen}");
     assert!(seen.contains(r#""finish_reason":"length""#), "{seen}");
@@ -883,6 +886,7 @@ fn sigterm_with_shutdown_timeout_drains_in_flight_requests() {
 #[test]
 fn sigterm_with_shutdown_timeout_at_0_18() {
     let (completed, seen, code, out, _) = sigterm_with_stream(
+        "term-drain-018",
         &["--shutdown-timeout", "20"],
         &[("VLLM_SIM_VLLM_VERSION", "0.18.0")],
     );
@@ -896,6 +900,62 @@ fn sigterm_with_shutdown_timeout_at_0_18() {
     ] {
         assert!(out.contains(line), "no {line:?} in:\n{out}");
     }
+    assert!(!out.contains("[shutdown]"), "{out}");
+}
+
+/// 0.18's engine core logs the request it answers with an abort during the drain.
+#[test]
+fn vllm_0_18_logs_the_requests_it_rejects_while_draining() {
+    let dir = ModelDir::new("v018-reject");
+    let mut sim = Sim::start(
+        &dir.path(),
+        &["--shutdown-timeout", "20"],
+        &[
+            ("VLLM_SIM_TOKEN_DELAY_MS", "50"),
+            ("VLLM_SIM_VLLM_VERSION", "0.18.0"),
+        ],
+    );
+    sim.wait_ready();
+    let mut s = Stream::open(
+        sim.port,
+        "/v1/completions",
+        r#"{"model":"qwen","prompt":"hi","max_tokens":40,"stream":true}"#,
+    );
+    assert!(s.read_until("data: "), "no first chunk");
+    sim.signal(libc::SIGTERM);
+    sim.wait_log("Draining 1 in-flight requests (timeout=20s)");
+    let (status, body) = http(sim.port, "POST", "/v1/completions", r#"{"prompt":"late"}"#);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""finish_reason":"abort""#), "{body}");
+    sim.wait_log("(server shutting down)");
+    assert!(s.read_to_end(), "stream was cut:\n{}", s.seen);
+    let (code, out) = sim.finish();
+    assert_eq!(code, 0, "{out}");
+    let id = body
+        .split(r#""id":""#)
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap();
+    assert!(
+        out.contains(&format!("Rejecting request {id} (server shutting down)")),
+        "{out}"
+    );
+}
+
+/// 0.17.1 has no `--shutdown-timeout`: a SIGTERM aborts at once, without 0.18's engine lines.
+#[test]
+fn vllm_0_17_aborts_at_sigterm() {
+    let (completed, seen, code, out, _) =
+        sigterm_with_stream("term-017", &[], &[("VLLM_SIM_VLLM_VERSION", "0.17.1")]);
+    assert!(!completed, "stream completed:\n{seen}");
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("Shutting down FastAPI HTTP server.\n"),
+        "{out}"
+    );
+    assert!(!out.contains("Shutdown initiated"), "{out}");
     assert!(!out.contains("[shutdown]"), "{out}");
 }
 
@@ -967,7 +1027,8 @@ fn sigterm_with_shutdown_timeout_keeps_serving_aborts() {
 #[test]
 fn sigterm_with_shutdown_timeout_cuts_what_is_left_at_the_timeout() {
     // 40 tokens of 40 ms: the stream needs longer than the timeout.
-    let (completed, seen, code, out, took) = sigterm_with_stream(&["--shutdown-timeout", "1"], &[]);
+    let (completed, seen, code, out, took) =
+        sigterm_with_stream("term-timeout", &["--shutdown-timeout", "1"], &[]);
     assert!(!completed, "stream completed:\n{seen}");
     assert!(!seen.contains("[DONE]"), "{seen}");
     assert_eq!(code, 0, "{out}");
@@ -980,7 +1041,7 @@ fn sigterm_with_shutdown_timeout_cuts_what_is_left_at_the_timeout() {
 
 #[test]
 fn sigterm_without_shutdown_timeout_aborts_in_flight_requests() {
-    let (completed, seen, code, out, took) = sigterm_with_stream(&[], &[]);
+    let (completed, seen, code, out, took) = sigterm_with_stream("term-abort", &[], &[]);
     assert!(!completed, "stream completed:\n{seen}");
     assert!(!seen.contains("[DONE]"), "{seen}");
     assert_eq!(code, 0, "{out}");
