@@ -6,6 +6,7 @@
 
 mod args;
 mod flags;
+mod headless;
 mod log;
 mod lora;
 mod metrics;
@@ -354,12 +355,17 @@ async fn run(a: args::Args, env: Env) -> u8 {
     let release = env.release;
     let version = release.version();
     if a.model_via_option {
+        // Logged while parsing, before the API server names its process: no prefix.
         log::warn(
-            Proc::Api,
+            Proc::Main,
             "argparse_utils.py:217",
             "With `vllm serve`, you should provide the model as a positional argument or in a config file \
              instead of via the `--model` option. The `--model` option will be removed in a future version.",
         );
+    }
+    if a.flag("--headless") {
+        // run_headless: no API server, so no banner, no non-default args, no prefix.
+        return headless::run(&a, release, &mut signals).await;
     }
     banner(release, &a.model, env.disable_log_logo);
     let nd: Vec<String> = a
@@ -381,9 +387,6 @@ async fn run(a: args::Args, env: Env) -> u8 {
                 py::repr_list(&a.ignored)
             ),
         );
-    }
-    if a.flag("--headless") {
-        return headless(&a, release, &mut signals).await;
     }
 
     // The model's configuration (API server process).
@@ -707,54 +710,4 @@ fn banner(release: Release, model: &str, no_logo: bool) {
         )
     };
     log::info(Proc::Api, release.banner_at(), &msg);
-}
-
-/// `vllm serve --headless`: no API server, only this node's engine (vLLM's `run_headless`):
-/// a worker node of a multi-node deployment (`--node-rank` > 0) runs the multiproc executor
-/// that joins the head node's torch.distributed group; rank 0 runs data-parallel engines.
-/// Both wait for SIGTERM/SIGINT (SystemExit: exit 0).
-async fn headless(a: &args::Args, release: Release, signals: &mut Signals) -> u8 {
-    let opt = |name: &str, default: &str| a.option(name).unwrap_or_else(|| default.to_string());
-    let node_rank: u64 = opt("--node-rank", "0").parse().unwrap_or(0);
-    if node_rank > 0 {
-        log::info(
-            Proc::Api,
-            "serve.py:224",
-            &format!(
-                "Launching vLLM (v{}) headless multiproc executor, with head node address {}:{} for \
-                 torch.distributed process group.",
-                release.version(),
-                opt("--master-addr", "127.0.0.1"),
-                opt("--master-port", "29501")
-            ),
-        );
-        signals.recv().await;
-        return 0;
-    }
-    let engines: u64 = a
-        .option("--data-parallel-size-local")
-        .or_else(|| a.option("--data-parallel-size"))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1);
-    log::info(
-        Proc::Api,
-        "serve.py:240",
-        &format!(
-            "Launching {engines} data parallel engine(s) in headless mode, with head node address \
-             tcp://{}:{}.",
-            opt("--data-parallel-address", "127.0.0.1"),
-            opt("--data-parallel-rpc-port", "29550")
-        ),
-    );
-    signals.recv().await;
-    log::info(
-        Proc::Api,
-        "serve.py:268",
-        &format!(
-            "Waiting up to {} seconds for processes to exit",
-            a.shutdown_timeout
-        ),
-    );
-    log::info(Proc::Api, "serve.py:270", "Shutting down.");
-    0
 }

@@ -1087,6 +1087,32 @@ fn headless_worker_node_serves_nothing_and_ends_on_sigterm() {
     assert!(!out.contains("Application startup complete."), "{out}");
 }
 
+/// `--headless` on the head node (rank 0): its data-parallel engines, the handshake address, and
+/// on SIGTERM the wait for them.
+#[test]
+fn headless_head_node_launches_its_engines() {
+    let dir = ModelDir::new("headless0");
+    let mut sim = Sim::start(
+        &dir.path(),
+        &["--headless", "-dpl", "2", "--shutdown-timeout", "7"],
+        &[],
+    );
+    sim.wait_log(
+        "Launching 2 data parallel engine(s) in headless mode, with head node address tcp://127.0.0.1:29550.",
+    );
+    sim.signal(libc::SIGTERM);
+    let (code, out) = sim.finish();
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("Waiting up to 7 seconds for processes to exit\n"),
+        "{out}"
+    );
+    assert!(out.contains("] Shutting down.\n"), "{out}");
+    // No API server: no banner, and vLLM's lines carry no process prefix.
+    assert!(!out.contains("█"), "{out}");
+    assert!(!out.contains("(APIServer pid="), "{out}");
+}
+
 /// An adapter of the fixture hub (crates/vllm-sim/hub/org/<name>/main).
 fn hub_adapter(name: &str) -> String {
     format!("{}/hub/org/{name}/main", env!("CARGO_MANIFEST_DIR"))
