@@ -274,7 +274,7 @@ async fn tensor_parallel_size_not_dividing_the_heads_lists_the_valid_sizes() {
 async fn old_vllm_rejecting_shutdown_timeout_says_what_to_do() {
     let case = failure(
         "diag-old",
-        json!([{"name": "VLLM_SIM_OLD_VERSION", "value": "1"}]),
+        json!([{"name": "VLLM_SIM_VLLM_VERSION", "value": "0.17.1"}]),
         json!({"shutdown": {"drainSeconds": 30}}),
         "UnrecognizedArgument",
     )
@@ -397,7 +397,7 @@ async fn engine_status_matches_the_simulator_and_follows_a_spec_change() {
         .parse()
         .unwrap();
     let concurrency: f64 = between(&log, "tokens per request: ", "x").parse().unwrap();
-    assert_eq!(engine.version.as_deref(), Some("0.18.0"), "{engine:?}");
+    assert_eq!(engine.version.as_deref(), Some("0.34.0"), "{engine:?}");
     assert_eq!(engine.max_model_len, Some(4096), "{engine:?}");
     assert_eq!(engine.kv_cache_tokens, Some(tokens), "{engine:?}");
     assert_eq!(engine.max_concurrency, Some(concurrency), "{engine:?}");
@@ -415,7 +415,7 @@ async fn engine_status_matches_the_simulator_and_follows_a_spec_change() {
     assert_eq!(models["data"][0]["max_model_len"], 4096, "{models}");
     let (_, version) =
         testkit::http_request(&format!("{ip}:8000"), "GET", "/version", None).unwrap();
-    assert!(version.contains("\"0.18.0\""), "{version}");
+    assert!(version.contains("\"0.34.0\""), "{version}");
     let wide = testkit::kubectl_ok(&["-n", &env.ns.name, "get", "vllm", "qwen", "-o", "wide"]);
     let header: Vec<&str> = wide.lines().next().unwrap().split_whitespace().collect();
     assert!(

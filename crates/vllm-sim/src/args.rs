@@ -1,8 +1,11 @@
-//! `vllm serve`-style command line, parsed the way vLLM's argparse parser does for the flags the
-//! simulator knows, with argparse's error wording (exit 2). Flags it does not know are kept and
-//! reported (the real vLLM would reject them; the simulator accepts a user's extra args).
+//! `vllm serve`'s command line, parsed the way the played release's argparse parser does, with
+//! argparse's error wording (exit 2). Every option of the real parser is known (src/flags.rs),
+//! abbreviations included; the simulator acts on a few and accepts the others; a token the real
+//! parser does not know is an error, as in vLLM.
 
+use crate::flags::{Lookup, Nargs, Table};
 use crate::py;
+use crate::release::Release;
 
 /// argparse's usage line for `vllm serve` (vLLM sets it in `vllm/entrypoints/cli/serve.py`).
 pub const USAGE: &str = "usage: vllm serve [model_tag] [options]";
@@ -34,8 +37,10 @@ pub struct Args {
     pub max_lora_rank: u32,
     /// `--lora-modules`, parsed as vLLM's `LoRAParserAction` does.
     pub lora_modules: Vec<LoraModule>,
-    /// Tokens the simulator does not know (flags and their values, extra positionals), in order.
-    pub unknown: Vec<String>,
+    /// The tokens of real options the simulator does not act on (flags and their values).
+    pub ignored: Vec<String>,
+    /// Those options by name (their first spelling) with their values, in order.
+    pub options: Vec<(&'static str, Vec<String>)>,
     /// The tokens of `--shutdown-timeout` as given (for the "old vLLM" emulation).
     pub shutdown_timeout_tokens: Vec<String>,
     /// Non-default arguments in vLLM's order, as (dest, Python repr of the value).
@@ -62,7 +67,8 @@ impl Default for Args {
             max_loras: 1,
             max_lora_rank: 16,
             lora_modules: Vec::new(),
-            unknown: Vec::new(),
+            ignored: Vec::new(),
+            options: Vec::new(),
             shutdown_timeout_tokens: Vec::new(),
             non_default: Vec::new(),
         }
@@ -120,12 +126,12 @@ pub fn parse_lora_modules(values: &[String]) -> Result<Vec<LoraModule>, Parsed> 
             continue;
         }
         let fields_error = |why: String| {
-            Parsed::Error(ArgError(format!(
+            Parsed::Error(ArgError::serve(format!(
                 "Invalid fields for --lora-modules: {item} - {why}"
             )))
         };
         let v: serde_json::Value = serde_json::from_str(item).map_err(|_| {
-            Parsed::Error(ArgError(format!(
+            Parsed::Error(ArgError::serve(format!(
                 "Invalid JSON format for --lora-modules: {item}"
             )))
         })?;
@@ -186,6 +192,22 @@ pub fn parse_lora_modules(values: &[String]) -> Result<Vec<LoraModule>, Parsed> 
 }
 
 impl Args {
+    /// The last value of an option the simulator does not act on (`Some("")` for a flag
+    /// given without one), `None` when not given.
+    pub fn option(&self, name: &str) -> Option<String> {
+        self.options
+            .iter()
+            .rev()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.last().cloned().unwrap_or_default())
+    }
+
+    /// Whether a boolean option the simulator does not act on is on (`--enable-x`, not
+    /// `--disable-x`; the last one given wins).
+    pub fn flag(&self, name: &str) -> bool {
+        self.option(name).as_deref() == Some("true")
+    }
+
     /// The names the model is served under (default: the `--model` value).
     pub fn served_names(&self) -> Vec<String> {
         match &self.served_model_name {
@@ -205,13 +227,35 @@ pub enum Parsed {
     Crash(String),
 }
 
-/// An argparse error: printed as the usage line, then `vllm serve: error: <message>`, exit 2.
+/// An argparse error, exit 2: the usage line of the parser that raised it, then
+/// `<prog>: error: <message>`. The serve subparser raises most (`vllm serve: error: ...`); the
+/// tokens no parser takes are reported by the top-level `vllm` parser.
 #[derive(Debug, PartialEq)]
-pub struct ArgError(pub String);
+pub struct ArgError {
+    pub message: String,
+    usage: &'static str,
+    prog: &'static str,
+}
 
 impl ArgError {
+    pub fn serve(message: String) -> ArgError {
+        ArgError {
+            message,
+            usage: USAGE,
+            prog: PROG,
+        }
+    }
+
+    pub fn top(release: Release, message: String) -> ArgError {
+        ArgError {
+            message,
+            usage: release.top_usage(),
+            prog: "vllm",
+        }
+    }
+
     pub fn render(&self) -> String {
-        format!("{USAGE}\n{PROG}: error: {}\n", self.0)
+        format!("{}\n{}: error: {}\n", self.usage, self.prog, self.message)
     }
 }
 
@@ -330,8 +374,9 @@ const NON_DEFAULT_ORDER: &[&str] = &[
     "max_num_seqs",
 ];
 
+/// The simulator's handling of an option, by the option's name (its first spelling).
 fn find_spec(name: &str) -> Option<&'static Spec> {
-    SPECS.iter().find(|s| s.names.contains(&name))
+    SPECS.iter().find(|s| s.names[0] == name)
 }
 
 /// argparse treats `-5` and `-.5` as values (the parser has no option that looks like a number).
@@ -451,15 +496,42 @@ fn type_name(kind: Kind) -> &'static str {
     }
 }
 
-/// Parse `vllm serve`'s arguments (without the program name). A leading `serve` is accepted.
-pub fn parse(raw: &[String], old_vllm: bool) -> Result<Parsed, ArgError> {
+/// Parse `vllm serve`'s arguments (without the program name) as the played release's parser
+/// does. A leading `serve` is accepted.
+pub fn parse(raw: &[String], release: Release) -> Result<Parsed, ArgError> {
+    let mut table = Table::parse(release.serve_flags());
+    if !release.has_shutdown_timeout() {
+        table = table.without("--shutdown-timeout");
+    }
     let mut tokens: Vec<String> = raw.iter().map(|a| normalize(a)).collect();
     if tokens.first().map(String::as_str) == Some("serve") {
         tokens.remove(0);
     }
-    let mut a = Args::default();
+    let mut a = Args {
+        gpu_memory_utilization: release.default_gpu_memory_utilization(),
+        ..Args::default()
+    };
     let mut set: Vec<&'static str> = Vec::new();
     let mut model_opt: Option<String> = None;
+    // vLLM's parse_args moves the first `--model X` to the model tag's place (and warns), so
+    // that X is the positional whatever comes before it.
+    if let Some(at) = tokens
+        .iter()
+        .position(|t| t == "--model" || t.starts_with("--model="))
+    {
+        let tag = match tokens[at].strip_prefix("--model=") {
+            Some(v) => Some(v.to_string()),
+            None if at + 1 < tokens.len() => Some(tokens.remove(at + 1)),
+            None => None,
+        };
+        if let Some(tag) = tag {
+            tokens.remove(at);
+            tokens.insert(0, tag);
+            a.model_via_option = true;
+        }
+    }
+    // Tokens argparse leaves over: reported together once parsing is done, as argparse does.
+    let mut unrecognized: Vec<String> = Vec::new();
     let mut i = 0;
     while i < tokens.len() {
         let tok = tokens[i].clone();
@@ -468,7 +540,7 @@ pub fn parse(raw: &[String], old_vllm: bool) -> Result<Parsed, ArgError> {
             return Ok(Parsed::Help);
         }
         if tok == "--" {
-            a.unknown.extend(tokens[i..].iter().cloned());
+            unrecognized.extend(tokens[i..].iter().cloned());
             break;
         }
         if !is_option_like(&tok) {
@@ -476,7 +548,7 @@ pub fn parse(raw: &[String], old_vllm: bool) -> Result<Parsed, ArgError> {
                 a.model_tag = Some(tok);
                 set.push("model_tag");
             } else {
-                a.unknown.push(tok);
+                unrecognized.push(tok);
             }
             continue;
         }
@@ -484,28 +556,38 @@ pub fn parse(raw: &[String], old_vllm: bool) -> Result<Parsed, ArgError> {
             Some((n, v)) if n.starts_with("--") => (n.to_string(), Some(v.to_string())),
             _ => (tok.clone(), None),
         };
-        let Some(spec) = find_spec(&name) else {
-            // Unknown flag: keep it, and its value when one follows (`--flag value`).
-            a.unknown.push(tok.clone());
-            if inline.is_none() && i < tokens.len() && !is_option_like(&tokens[i]) {
-                a.unknown.push(tokens[i].clone());
-                i += 1;
+        let (opt, spelling) = match table.lookup(&name) {
+            Lookup::Found(opt, spelling) => (opt, spelling),
+            Lookup::Ambiguous(matches) => {
+                return Err(ArgError::serve(format!(
+                    "ambiguous option: {tok} could match {}",
+                    matches.join(", ")
+                )));
             }
-            continue;
+            Lookup::Unknown => {
+                // argparse keeps it; the words after it are positionals like any other (the
+                // model tag if none was given yet, else left over too).
+                unrecognized.push(tok.clone());
+                continue;
+            }
         };
-        let shown = spec.names.join("/");
+        if opt.name() == "--help" {
+            return Ok(Parsed::Help);
+        }
+        let shown = opt.display();
         let start = i - 1;
-        let values: Vec<String> = match spec.kind {
-            Kind::Bool => {
+        let values: Vec<String> = match opt.nargs {
+            Nargs::Zero => {
                 if let Some(v) = inline {
-                    return Err(ArgError(format!(
+                    return Err(ArgError::serve(format!(
                         "argument {shown}: ignored explicit argument {}",
                         py::repr_str(&v)
                     )));
                 }
-                vec![(name == spec.names[0]).to_string()]
+                // `--enable-x` is true; `--no-enable-x`, `--disable-x` false.
+                vec![(spelling == opt.name()).to_string()]
             }
-            Kind::StrList => {
+            Nargs::OneOrMore | Nargs::Any => {
                 let mut vs = Vec::new();
                 if let Some(v) = inline {
                     vs.push(v);
@@ -515,42 +597,53 @@ pub fn parse(raw: &[String], old_vllm: bool) -> Result<Parsed, ArgError> {
                         i += 1;
                     }
                 }
-                if vs.is_empty() {
-                    return Err(ArgError(format!(
+                if vs.is_empty() && opt.nargs == Nargs::OneOrMore {
+                    return Err(ArgError::serve(format!(
                         "argument {shown}: expected at least one argument"
                     )));
                 }
                 vs
             }
-            _ => match inline {
+            Nargs::Optional => match inline {
+                Some(v) => vec![v],
+                None if i < tokens.len() && !is_option_like(&tokens[i]) => {
+                    i += 1;
+                    vec![tokens[i - 1].clone()]
+                }
+                None => Vec::new(),
+            },
+            Nargs::One => match inline {
                 Some(v) => vec![v],
                 None => {
                     if i < tokens.len() && !is_option_like(&tokens[i]) {
                         i += 1;
                         vec![tokens[i - 1].clone()]
                     } else {
-                        return Err(ArgError(format!("argument {shown}: expected one argument")));
+                        return Err(ArgError::serve(format!(
+                            "argument {shown}: expected one argument"
+                        )));
                     }
                 }
             },
         };
+        let Some(spec) = find_spec(opt.name()) else {
+            // A real option the simulator does not act on: kept, listed in one INFO line.
+            a.ignored.extend(tokens[start..i].iter().cloned());
+            a.options.push((opt.name(), values));
+            continue;
+        };
         if spec.dest == "shutdown_timeout" {
             a.shutdown_timeout_tokens = tokens[start..i].to_vec();
-            if old_vllm {
-                // vLLM < 0.18 has no such flag: argparse collects it (and its value) as
-                // unrecognized; reported after parsing, as argparse does.
-                continue;
-            }
         }
-        let v = values[0].clone();
+        let v = values.first().cloned().unwrap_or_default();
         let bad = |e: ArgTypeError| -> ArgError {
             match e {
-                ArgTypeError::Invalid => ArgError(format!(
+                ArgTypeError::Invalid => ArgError::serve(format!(
                     "argument {shown}: invalid {} value: {}",
                     type_name(spec.kind),
                     py::repr_str(&v)
                 )),
-                ArgTypeError::Message(m) => ArgError(format!("argument {shown}: {m}")),
+                ArgTypeError::Message(m) => ArgError::serve(format!("argument {shown}: {m}")),
             }
         };
         let int = |s: &str| py_int(s).ok_or(ArgTypeError::Invalid);
@@ -561,7 +654,7 @@ pub fn parse(raw: &[String], old_vllm: bool) -> Result<Parsed, ArgError> {
             "port" => {
                 let p = int(&v).map_err(bad)?;
                 a.port = u16::try_from(p).map_err(|_| {
-                    ArgError(format!(
+                    ArgError::serve(format!(
                         "argument {shown}: invalid int value: {}",
                         py::repr_str(&v)
                     ))
@@ -571,7 +664,7 @@ pub fn parse(raw: &[String], old_vllm: bool) -> Result<Parsed, ArgError> {
                 if let Kind::Choice(choices) = spec.kind
                     && !choices.contains(&v.as_str())
                 {
-                    return Err(ArgError(format!(
+                    return Err(ArgError::serve(format!(
                         "argument {shown}: invalid choice: {} (choose from {})",
                         py::repr_str(&v),
                         choices.join(", ")
@@ -587,7 +680,16 @@ pub fn parse(raw: &[String], old_vllm: bool) -> Result<Parsed, ArgError> {
                 }
             }
             "gpu_memory_utilization" => {
-                a.gpu_memory_utilization = py_float(&v).ok_or(ArgTypeError::Invalid).map_err(bad)?
+                a.gpu_memory_utilization = match py_float(&v) {
+                    Some(f) => f,
+                    // vLLM 0.34's optional_type(float) raises its own ArgumentTypeError.
+                    None if release.gpu_memory_utilization_is_optional() => {
+                        return Err(bad(ArgTypeError::Message(format!(
+                            "Value {v} cannot be converted to <class 'float'>."
+                        ))));
+                    }
+                    None => return Err(bad(ArgTypeError::Invalid)),
+                }
             }
             "max_num_seqs" => a.max_num_seqs = nonneg(int(&v).map_err(bad)?, &shown, &v)?,
             "tensor_parallel_size" => {
@@ -605,7 +707,7 @@ pub fn parse(raw: &[String], old_vllm: bool) -> Result<Parsed, ArgError> {
                     && !choices.contains(&n)
                 {
                     let list: Vec<String> = choices.iter().map(|c| c.to_string()).collect();
-                    return Err(ArgError(format!(
+                    return Err(ArgError::serve(format!(
                         "argument {shown}: invalid choice: {} (choose from {})",
                         py::repr_str(&n.to_string()),
                         list.join(", ")
@@ -624,39 +726,42 @@ pub fn parse(raw: &[String], old_vllm: bool) -> Result<Parsed, ArgError> {
             set.push(spec.dest);
         }
     }
-    if old_vllm && !a.shutdown_timeout_tokens.is_empty() {
-        return Err(ArgError(format!(
-            "unrecognized arguments: {}",
-            a.shutdown_timeout_tokens.join(" ")
-        )));
+    if !unrecognized.is_empty() {
+        // The serve subparser leaves them to the top-level `vllm` parser, which reports them.
+        return Err(ArgError::top(
+            release,
+            format!("unrecognized arguments: {}", unrecognized.join(" ")),
+        ));
     }
-    // vLLM moves `--model X` to the model tag position (and warns).
-    if let Some(m) = model_opt {
-        a.model_via_option = true;
-        if a.model_tag.is_none() {
-            set.push("model_tag");
-        }
+    // A second `--model` sets vLLM's `model`, which the model tag overrides.
+    if let Some(m) = model_opt
+        && a.model_tag.is_none()
+    {
+        set.push("model_tag");
         a.model_tag = Some(m);
     }
     if let Some(tag) = &a.model_tag {
         a.model = tag.clone();
         set.push("model");
     }
-    a.non_default = non_default(&a, &set);
+    a.non_default = non_default(&a, &set, release);
     Ok(Parsed::Run(Box::new(a)))
 }
 
 fn nonneg(n: i64, shown: &str, v: &str) -> Result<u32, ArgError> {
     u32::try_from(n).map_err(|_| {
-        ArgError(format!(
+        ArgError::serve(format!(
             "argument {shown}: invalid int value: {}",
             py::repr_str(v)
         ))
     })
 }
 
-fn non_default(a: &Args, set: &[&'static str]) -> Vec<(&'static str, String)> {
-    let d = Args::default();
+fn non_default(a: &Args, set: &[&'static str], release: Release) -> Vec<(&'static str, String)> {
+    let d = Args {
+        gpu_memory_utilization: release.default_gpu_memory_utilization(),
+        ..Args::default()
+    };
     let mut out = Vec::new();
     for &dest in NON_DEFAULT_ORDER {
         if !set.contains(&dest) {
@@ -707,7 +812,7 @@ pub fn help() -> String {
     for spec in SPECS {
         s.push_str(&format!("  {}\n", spec.names.join(", ")));
     }
-    s.push_str("\nOther flags are accepted, logged and ignored. See crates/vllm-sim/README.md.\n");
+    s.push_str("\nThe other options of vLLM's parser are accepted and ignored. See crates/vllm-sim/README.md.\n");
     s
 }
 
@@ -716,19 +821,19 @@ mod tests {
     use super::*;
 
     fn p(args: &[&str]) -> Result<Args, ArgError> {
-        p_old(args, false)
+        p_at(args, Release::DEFAULT)
     }
 
-    fn p_old(args: &[&str], old: bool) -> Result<Args, ArgError> {
+    fn p_at(args: &[&str], release: Release) -> Result<Args, ArgError> {
         let v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        match parse(&v, old)? {
+        match parse(&v, release)? {
             Parsed::Run(a) => Ok(*a),
             other => panic!("{other:?}"),
         }
     }
 
     fn err(args: &[&str]) -> String {
-        p(args).expect_err("must fail").0
+        p(args).expect_err("must fail").message
     }
 
     #[test]
@@ -761,7 +866,7 @@ mod tests {
         assert_eq!(a.max_num_seqs, 8);
         assert_eq!(a.tensor_parallel_size, 2);
         assert_eq!(a.shutdown_timeout, 30);
-        assert!(a.unknown.is_empty());
+        assert!(a.ignored.is_empty());
     }
 
     #[test]
@@ -806,10 +911,6 @@ mod tests {
             "argument --tensor-parallel-size/-tp: invalid int value: 'two'"
         );
         assert_eq!(
-            err(&["m", "--gpu-memory-utilization", "most"]),
-            "argument --gpu-memory-utilization: invalid float value: 'most'"
-        );
-        assert_eq!(
             err(&["m", "--dtype", "int4"]),
             "argument --dtype: invalid choice: 'int4' (choose from auto, bfloat16, float, float16, float32, half)"
         );
@@ -831,16 +932,143 @@ mod tests {
         );
         assert_eq!(
             err(&["m", "--enable-lora=yes"]),
+            "argument --enable-lora/--disable-lora: ignored explicit argument 'yes'"
+        );
+        assert_eq!(
+            p_at(&["m", "--enable-lora=yes"], Release::V0_18_0)
+                .unwrap_err()
+                .message,
             "argument --enable-lora/--no-enable-lora: ignored explicit argument 'yes'"
         );
         assert_eq!(
-            ArgError("x".into()).render(),
+            err(&["m", "--gpu-memory-utilization", "most"]),
+            "argument --gpu-memory-utilization/--device-memory-utilization: Value most cannot be converted \
+             to <class 'float'>."
+        );
+        assert_eq!(
+            p_at(&["m", "--gpu-memory-utilization", "most"], Release::V0_18_0)
+                .unwrap_err()
+                .message,
+            "argument --gpu-memory-utilization: invalid float value: 'most'"
+        );
+        assert_eq!(
+            ArgError::serve("x".into()).render(),
             "usage: vllm serve [model_tag] [options]\nvllm serve: error: x\n"
         );
     }
 
     #[test]
-    fn unknown_flags_are_kept() {
+    fn unrecognized_arguments_are_the_top_level_parsers_error() {
+        let e = p(&["/m", "--no-such-flag", "1", "--port", "1", "--zz"]).unwrap_err();
+        assert_eq!(e.message, "unrecognized arguments: --no-such-flag 1 --zz");
+        assert_eq!(
+            e.render(),
+            "usage: vllm [-h] [-v]\n            {chat,complete,serve,launch,bench,collect-env,download-kernels,\
+             preload,run-batch,snapshot}\n            ...\nvllm: error: unrecognized arguments: --no-such-flag 1 --zz\n"
+        );
+        let e = p_at(&["/m", "--disable-lora"], Release::V0_18_0).unwrap_err();
+        assert_eq!(
+            e.render(),
+            "usage: vllm [-h] [-v]\n            {chat,complete,serve,launch,bench,collect-env,run-batch} ...\n\
+             vllm: error: unrecognized arguments: --disable-lora\n"
+        );
+        assert_eq!(
+            p(&["/m", "extra"]).unwrap_err().message,
+            "unrecognized arguments: extra"
+        );
+    }
+
+    #[test]
+    fn words_after_an_unknown_flag_are_positionals() {
+        // As vLLM 0.34's parser: the model tag, or left over when there is one.
+        let e = p(&["--no-such", "/m"]).unwrap_err();
+        assert_eq!(e.message, "unrecognized arguments: --no-such");
+        let e = p(&["--model", "/m", "--no-such", "1"]).unwrap_err();
+        assert_eq!(e.message, "unrecognized arguments: --no-such 1");
+        let e = p(&["/m", "extra1", "--port", "1", "extra2"]).unwrap_err();
+        assert_eq!(e.message, "unrecognized arguments: extra1 extra2");
+        let e = p(&["/m", "--nope=3"]).unwrap_err();
+        assert_eq!(e.message, "unrecognized arguments: --nope=3");
+        assert_eq!(
+            err(&["/m", "--enable-prefix-caching=1"]),
+            "argument --enable-prefix-caching/--disable-prefix-caching: ignored explicit argument '1'"
+        );
+        // `--model` anywhere is the model tag.
+        let a = p(&["--port", "1", "--model=/x"]).unwrap();
+        assert_eq!(a.model, "/x");
+        assert!(a.model_via_option);
+    }
+
+    #[test]
+    fn abbreviations_and_ambiguity() {
+        let a = p(&["/m", "--max-num-seq", "4", "--gpu-mem=0.5", "--enable-lor"]).unwrap();
+        assert_eq!(a.max_num_seqs, 4);
+        assert_eq!(a.gpu_memory_utilization, 0.5);
+        assert!(a.enable_lora);
+        let e = err(&["/m", "--max=4"]);
+        assert!(
+            e.starts_with("ambiguous option: --max=4 could match --max-log-len, --max-model-len, "),
+            "{e}"
+        );
+        assert_eq!(
+            err(&["/m", "--headl"]),
+            "ambiguous option: --headl could match --headless, --headless-client-handshake-address"
+        );
+    }
+
+    #[test]
+    fn lora_switches_per_release() {
+        assert!(
+            !p(&["/m", "--enable-lora", "--disable-lora"])
+                .unwrap()
+                .enable_lora
+        );
+        assert!(
+            !p(&["/m", "--enable-lora", "--no-enable-lora"])
+                .unwrap()
+                .enable_lora
+        );
+        assert!(
+            p(&["/m", "--disable-lora", "--enable-lora"])
+                .unwrap()
+                .enable_lora
+        );
+        assert!(
+            !p_at(
+                &["/m", "--enable-lora", "--no-enable-lora"],
+                Release::V0_18_0
+            )
+            .unwrap()
+            .enable_lora
+        );
+    }
+
+    #[test]
+    fn defaults_per_release() {
+        assert_eq!(p(&["/m"]).unwrap().gpu_memory_utilization, 0.92);
+        assert_eq!(
+            p_at(&["/m"], Release::V0_18_0)
+                .unwrap()
+                .gpu_memory_utilization,
+            0.9
+        );
+        // 0.9 is not 0.34's default: it is a non-default argument there.
+        let a = p(&["/m", "--gpu-memory-utilization", "0.9"]).unwrap();
+        assert!(
+            a.non_default
+                .iter()
+                .any(|(k, _)| *k == "gpu_memory_utilization")
+        );
+        let a = p(&["/m", "--gpu-memory-utilization", "0.92"]).unwrap();
+        assert!(
+            !a.non_default
+                .iter()
+                .any(|(k, _)| *k == "gpu_memory_utilization")
+        );
+    }
+
+    #[test]
+    fn real_options_the_simulator_ignores_are_kept() {
         let a = p(&[
             "/m",
             "--enable-prefix-caching",
@@ -849,18 +1077,38 @@ mod tests {
             "--kv-cache-dtype=fp8",
             "--max-num-seqs",
             "4",
+            "--headless",
+            "--nnodes",
+            "2",
+            "-r",
+            "1",
         ])
         .unwrap();
         assert_eq!(
-            a.unknown,
+            a.ignored,
             vec![
                 "--enable-prefix-caching",
                 "--max-num-batched-tokens",
                 "8192",
-                "--kv-cache-dtype=fp8"
+                "--kv-cache-dtype=fp8",
+                "--headless",
+                "--nnodes",
+                "2",
+                "-r",
+                "1"
             ]
         );
         assert_eq!(a.max_num_seqs, 4);
+        assert!(a.flag("--headless"));
+        assert!(a.flag("--enable-prefix-caching"));
+        assert_eq!(a.option("--node-rank").as_deref(), Some("1"));
+        assert_eq!(a.option("--nnodes").as_deref(), Some("2"));
+        assert_eq!(a.option("--master-addr"), None);
+        assert!(
+            !p(&["/m", "--no-enable-prefix-caching"])
+                .unwrap()
+                .flag("--enable-prefix-caching")
+        );
     }
 
     #[test]
@@ -932,17 +1180,25 @@ mod tests {
             .map(|s| s.to_string())
             .collect();
         assert!(
-            matches!(parse(&v, false), Ok(Parsed::Crash(t)) if t.ends_with("ValueError: too many values to unpack (expected 2)\n"))
+            matches!(parse(&v, Release::DEFAULT), Ok(Parsed::Crash(t)) if t.ends_with("ValueError: too many values to unpack (expected 2)\n"))
         );
     }
 
     #[test]
-    fn old_vllm_rejects_shutdown_timeout() {
-        let e = p_old(&["/m", "--shutdown-timeout", "30", "--port", "1"], true).unwrap_err();
-        assert_eq!(e.0, "unrecognized arguments: --shutdown-timeout 30");
-        let e = p_old(&["/m", "--shutdown-timeout=5"], true).unwrap_err();
-        assert_eq!(e.0, "unrecognized arguments: --shutdown-timeout=5");
-        assert!(p_old(&["/m"], true).is_ok());
+    fn vllm_0_17_rejects_shutdown_timeout() {
+        let old = Release::V0_17_1;
+        let e = p_at(&["/m", "--shutdown-timeout", "30", "--port", "1"], old).unwrap_err();
+        assert_eq!(e.message, "unrecognized arguments: --shutdown-timeout 30");
+        assert!(e.render().contains("\nvllm: error: "));
+        let e = p_at(&["/m", "--shutdown-timeout=5"], old).unwrap_err();
+        assert_eq!(e.message, "unrecognized arguments: --shutdown-timeout=5");
+        assert!(p_at(&["/m"], old).is_ok());
+        assert_eq!(
+            p_at(&["/m", "--shutdown-timeout", "30"], Release::V0_18_0)
+                .unwrap()
+                .shutdown_timeout,
+            30
+        );
     }
 
     #[test]

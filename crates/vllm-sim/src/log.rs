@@ -10,14 +10,18 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub enum Proc {
     Api,
     Engine,
+    /// The `vllm` process before it names itself (headless mode never does).
+    Main,
 }
 
 impl Proc {
+    /// The prefix and the space after it (none for `Main`).
     fn prefix(self) -> String {
         let pid = std::process::id();
         match self {
-            Proc::Api => format!("(APIServer pid={pid})"),
-            Proc::Engine => format!("(EngineCore_DP0 pid={pid})"),
+            Proc::Api => format!("(APIServer pid={pid}) "),
+            Proc::Engine => format!("(EngineCore_DP0 pid={pid}) "),
+            Proc::Main => String::new(),
         }
     }
 }
@@ -60,12 +64,12 @@ pub fn line(proc: Proc, level: &str, at: &str, msg: &str) {
     for (i, part) in msg.split('\n').enumerate() {
         if i == 0 {
             emit(format!(
-                "{} {level} {} [{at}] {part}",
+                "{}{level} {} [{at}] {part}",
                 proc.prefix(),
                 timestamp(now())
             ));
         } else {
-            emit(format!("{} {part}", proc.prefix()));
+            emit(format!("{}{part}", proc.prefix()));
         }
     }
 }
@@ -84,7 +88,7 @@ pub fn error(proc: Proc, at: &str, msg: &str) {
 
 /// uvicorn's own format.
 pub fn uvicorn(msg: &str) {
-    emit(format!("{} INFO:     {msg}", Proc::Api.prefix()));
+    emit(format!("{}INFO:     {msg}", Proc::Api.prefix()));
 }
 
 /// Python's traceback goes to stderr.

@@ -1,16 +1,20 @@
 //! `vllm-sim`: a simulator of vLLM's OpenAI-compatible server (`vllm serve`), for test clusters
 //! without GPUs. It is not vLLM: it accepts vLLM's flags, reads the model's config.json, sizes a
 //! simulated GPU the way vLLM does, fails with vLLM's messages, logs vLLM's start-up lines, serves
-//! vLLM's endpoints and metrics with deterministic text, and shuts down as vLLM ≥ 0.18 does.
-//! See README.md.
+//! vLLM's endpoints and metrics with deterministic text, and shuts down as vLLM does. It plays
+//! vLLM 0.34.0, or 0.18.0 / 0.17.1 (`VLLM_SIM_VLLM_VERSION`, src/release.rs). See README.md.
 
 mod args;
+mod flags;
+mod headless;
 mod log;
 mod lora;
 mod metrics;
 mod model;
 mod py;
+mod release;
 mod server;
+mod shutdown;
 
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
@@ -21,11 +25,7 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 use crate::args::Parsed;
 use crate::log::Proc;
 use crate::model::{GIB, Gpu, ModelConfig, SimError};
-
-/// The vLLM version the simulator imitates (what `/version` reports).
-pub const VLLM_VERSION: &str = "0.18.0";
-/// The version reported with `VLLM_SIM_OLD_VERSION=1` (before `--shutdown-timeout` existed).
-pub const OLD_VLLM_VERSION: &str = "0.17.1";
+use crate::release::Release;
 
 /// Failures forced with `VLLM_SIM_FAIL`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -63,8 +63,12 @@ struct Env {
     token_delay_ms: f64,
     dead_after_seconds: f64,
     fail: Option<Fail>,
-    old_version: bool,
+    release: Release,
     allow_long_max_model_len: bool,
+    /// `VLLM_KEEP_ALIVE_ON_ENGINE_DEATH=1`: vLLM's watchdog leaves the server up.
+    keep_alive_on_engine_death: bool,
+    /// `VLLM_DISABLE_LOG_LOGO=1`: one line instead of the logo.
+    disable_log_logo: bool,
 }
 
 fn env_flag(name: &str) -> bool {
@@ -89,7 +93,7 @@ fn env_num(name: &str, default: f64, min: f64) -> Result<f64, String> {
 }
 
 impl Env {
-    fn read() -> Result<Env, String> {
+    fn read(release: Release) -> Result<Env, String> {
         let fail = match std::env::var("VLLM_SIM_FAIL") {
             Err(_) => None,
             Ok(v) if v.trim().is_empty() => None,
@@ -114,22 +118,31 @@ impl Env {
             token_delay_ms: env_num("VLLM_SIM_TOKEN_DELAY_MS", 10.0, 0.0)?,
             dead_after_seconds: env_num("VLLM_SIM_ENGINE_DEAD_AFTER_SECONDS", 2.0, 0.0)?,
             fail,
-            old_version: env_flag("VLLM_SIM_OLD_VERSION"),
+            release,
             allow_long_max_model_len: env_flag("VLLM_ALLOW_LONG_MAX_MODEL_LEN"),
+            keep_alive_on_engine_death: env_flag("VLLM_KEEP_ALIVE_ON_ENGINE_DEATH"),
+            disable_log_logo: env_flag("VLLM_DISABLE_LOG_LOGO"),
         })
     }
 }
 
 fn main() -> ExitCode {
     let raw: Vec<String> = std::env::args().skip(1).collect();
-    let env = match Env::read() {
+    let release = match Release::from_env() {
+        Ok(r) => r,
+        Err(msg) => {
+            log::stderr(&format!("{msg}\n"));
+            return ExitCode::from(2);
+        }
+    };
+    let env = match Env::read(release) {
         Ok(e) => e,
         Err(msg) => {
             log::stderr(&format!("{msg}\n"));
             return ExitCode::from(1);
         }
     };
-    let parsed = match args::parse(&raw, env.old_version) {
+    let parsed = match args::parse(&raw, release) {
         Ok(p) => p,
         Err(e) => {
             log::stderr(&e.render());
@@ -155,12 +168,12 @@ fn main() -> ExitCode {
         // An older vLLM that does not know a flag the operator emits.
         let tokens = if !a.shutdown_timeout_tokens.is_empty() {
             a.shutdown_timeout_tokens.join(" ")
-        } else if !a.unknown.is_empty() {
-            a.unknown.join(" ")
         } else {
             "--shutdown-timeout".to_string()
         };
-        log::stderr(&args::ArgError(format!("unrecognized arguments: {tokens}")).render());
+        log::stderr(
+            &args::ArgError::top(release, format!("unrecognized arguments: {tokens}")).render(),
+        );
         return ExitCode::from(2);
     }
     let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -179,7 +192,7 @@ fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
-struct Signals {
+pub struct Signals {
     term: Signal,
     int: Signal,
 }
@@ -192,7 +205,7 @@ impl Signals {
         })
     }
 
-    async fn recv(&mut self) -> &'static str {
+    pub async fn recv(&mut self) -> &'static str {
         tokio::select! {
             _ = self.term.recv() => "SIGTERM",
             _ = self.int.recv() => "SIGINT",
@@ -200,25 +213,26 @@ impl Signals {
     }
 }
 
-/// Sleeps for the simulated work; a signal meanwhile ends the process (as it does vLLM's).
-async fn work(seconds: f64, signals: &mut Signals) -> Result<(), u8> {
+/// Sleeps for the simulated work; a signal meanwhile ends the process as it ends vLLM's: the
+/// handler raises `KeyboardInterrupt("terminated")` in the API server, which Python reports on
+/// stderr and exits 130 for.
+async fn work(seconds: f64, signals: &mut Signals, release: Release) -> Result<(), u8> {
     tokio::select! {
         _ = tokio::time::sleep(Duration::from_secs_f64(seconds)) => Ok(()),
-        sig = signals.recv() => {
-            log::info(Proc::Api, "launcher.py:100", &format!("[shutdown] API server: shutdown triggered signal={sig}"));
-            // vLLM's signal handler raises KeyboardInterrupt("terminated") in the API server.
-            log::stderr(
-                "Traceback (most recent call last):\n  File \"/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/openai/api_server.py\", \
-                 line 564, in signal_handler\n    raise KeyboardInterrupt(\"terminated\")\nKeyboardInterrupt: terminated\n",
-            );
-            Err(0)
+        _ = signals.recv() => {
+            let (file, line, func) = release.interrupt_frame();
+            log::stderr(&format!(
+                "Traceback (most recent call last):\n  File \"/usr/local/lib/python3.12/dist-packages/{file}\", \
+                 line {line}, in {func}\n    raise KeyboardInterrupt(\"terminated\")\nKeyboardInterrupt: terminated\n",
+            ));
+            Err(130)
         }
     }
 }
 
 /// The weight load, in vLLM's progress lines (`Loading safetensors checkpoint shards: ...`,
 /// written by tqdm to stderr), one per shard.
-async fn load_shards(seconds: f64, signals: &mut Signals) -> Result<(), u8> {
+async fn load_shards(seconds: f64, signals: &mut Signals, release: Release) -> Result<(), u8> {
     const SHARDS: u32 = 4;
     let started = Instant::now();
     let bar = |done: u32| {
@@ -232,7 +246,7 @@ async fn load_shards(seconds: f64, signals: &mut Signals) -> Result<(), u8> {
     };
     bar(0);
     for done in 1..=SHARDS {
-        work(seconds / f64::from(SHARDS), signals).await?;
+        work(seconds / f64::from(SHARDS), signals, release).await?;
         bar(done);
     }
     Ok(())
@@ -338,24 +352,22 @@ async fn run(a: args::Args, env: Env) -> u8 {
             return 1;
         }
     };
-    let version = if env.old_version {
-        OLD_VLLM_VERSION
-    } else {
-        VLLM_VERSION
-    };
+    let release = env.release;
+    let version = release.version();
     if a.model_via_option {
+        // Logged while parsing, before the API server names its process: no prefix.
         log::warn(
-            Proc::Api,
+            Proc::Main,
             "argparse_utils.py:217",
             "With `vllm serve`, you should provide the model as a positional argument or in a config file \
              instead of via the `--model` option. The `--model` option will be removed in a future version.",
         );
     }
-    log::info(
-        Proc::Api,
-        "api_server.py:1839",
-        &format!("vLLM API server version {version}"),
-    );
+    if a.flag("--headless") {
+        // run_headless: no API server, so no banner, no non-default args, no prefix.
+        return headless::run(&a, release, &mut signals).await;
+    }
+    banner(release, &a.model, env.disable_log_logo);
     let nd: Vec<String> = a
         .non_default
         .iter()
@@ -366,13 +378,13 @@ async fn run(a: args::Args, env: Env) -> u8 {
         "utils.py:233",
         &format!("non-default args: {{{}}}", nd.join(", ")),
     );
-    if !a.unknown.is_empty() {
-        log::warn(
+    if !a.ignored.is_empty() {
+        log::info(
             Proc::Api,
             "vllm_sim",
             &format!(
                 "Arguments the simulator does not implement, accepted and ignored: {}",
-                py::repr_list(&a.unknown)
+                py::repr_list(&a.ignored)
             ),
         );
     }
@@ -462,16 +474,13 @@ async fn run(a: args::Args, env: Env) -> u8 {
     if let Err(e) = model::check_free_memory(gpu, util) {
         return fail(&e);
     }
-    log::info(
-        Proc::Engine,
-        "gpu_model_runner.py:2338",
-        &format!("Starting to load model {}...", a.model),
-    );
+    let (at, msg) = release.model_load_start(&a.model);
+    log::info(Proc::Engine, at, &msg);
     let load_started = Instant::now();
     if env.fail == Some(Fail::SharedMemoryTooSmall) {
         return shared_memory_error(a.tensor_parallel_size.max(2));
     }
-    if let Err(code) = load_shards(env.load_seconds * 0.7, &mut signals).await {
+    if let Err(code) = load_shards(env.load_seconds * 0.7, &mut signals, release).await {
         return code;
     }
     let weights = model::weights_bytes(&cfg, &a.dtype, a.tensor_parallel_size);
@@ -493,14 +502,14 @@ async fn run(a: args::Args, env: Env) -> u8 {
     );
     log::info(
         Proc::Engine,
-        "gpu_model_runner.py:2370",
+        release.model_loaded_at(),
         &format!(
             "Model loading took {:.4} GiB memory and {:.6} seconds",
             weights / GIB,
             loaded
         ),
     );
-    if let Err(code) = work(env.load_seconds * 0.3, &mut signals).await {
+    if let Err(code) = work(env.load_seconds * 0.3, &mut signals, release).await {
         return code;
     }
     let kv_per_token = model::kv_bytes_per_token(&cfg, &a.dtype, a.tensor_parallel_size);
@@ -528,29 +537,32 @@ async fn run(a: args::Args, env: Env) -> u8 {
             gib(mem.available_kv_bytes)
         ),
     );
-    log::info(
-        Proc::Engine,
-        "kv_cache_utils.py:1087",
-        &format!(
-            "GPU KV cache size: {} tokens",
-            py::thousands(mem.kv_tokens())
-        ),
+    let size = format!(
+        "GPU KV cache size: {} tokens",
+        py::thousands(mem.kv_tokens())
     );
-    log::info(
-        Proc::Engine,
-        "kv_cache_utils.py:1091",
-        &format!(
-            "Maximum concurrency for {} tokens per request: {:.2}x",
-            py::thousands(max_model_len),
-            mem.max_concurrency(max_model_len)
-        ),
+    let concurrency = format!(
+        "Maximum concurrency for {} tokens per request: {:.2}x",
+        py::thousands(max_model_len),
+        mem.max_concurrency(max_model_len)
     );
+    if release.kv_cache_on_one_line() {
+        log::info(
+            Proc::Engine,
+            "kv_cache_utils.py:1169",
+            &format!("{size}, {concurrency}"),
+        );
+    } else {
+        log::info(Proc::Engine, "kv_cache_utils.py:1316", &size);
+        log::info(Proc::Engine, "kv_cache_utils.py:1322", &concurrency);
+    }
     log::info(
         Proc::Engine,
-        "core.py:210",
+        "core.py:459",
         &format!(
-            "init engine (profile, create kv cache, warmup model) took {:.2} seconds",
-            started.elapsed().as_secs_f64()
+            "init engine (profile, create kv cache, warmup model) took {:.2} {}",
+            started.elapsed().as_secs_f64(),
+            release.init_engine_unit()
         ),
     );
 
@@ -571,11 +583,7 @@ async fn run(a: args::Args, env: Env) -> u8 {
             return 1;
         }
     };
-    log::info(
-        Proc::Api,
-        "api_server.py:1634",
-        "Supported_tasks: ['generate']",
-    );
+    log::info(Proc::Api, "entry.py:135", "Supported tasks: ('generate',)");
     // init_app_state: the static LoRA adapters, each loaded by the engine core.
     let mut loras = Vec::new();
     for m in &a.lora_modules {
@@ -604,13 +612,17 @@ async fn run(a: args::Args, env: Env) -> u8 {
             token_delay: Duration::from_secs_f64(env.token_delay_ms / 1000.0),
             num_gpu_blocks: mem.num_gpu_blocks,
             gpu_memory_utilization: util,
+            release,
+            load_tracking: a.flag("--enable-server-load-tracking"),
         },
         a.max_num_seqs,
     );
+    // vLLM's listen address: an empty host is shown as 0.0.0.0.
+    let shown_host = if host.is_empty() { "0.0.0.0" } else { &host };
     log::info(
         Proc::Api,
-        "api_server.py:1912",
-        &format!("Starting vLLM API server 0 on http://{host}:{}", a.port),
+        "entry.py:139",
+        &format!("Starting vLLM server on http://{shown_host}:{}", a.port),
     );
     log::info(Proc::Api, "launcher.py:37", "Available routes are:");
     for (path, methods) in server::ROUTES {
@@ -630,8 +642,10 @@ async fn run(a: args::Args, env: Env) -> u8 {
         axum::serve(listener, server::router(app.clone())).with_graceful_shutdown(async move {
             let _ = stop_rx.await;
         });
-    let mut server_task = tokio::spawn(async move { serve.await });
+    let mut server_task: shutdown::ServerTask = tokio::spawn(async move { serve.await });
+    let serving = Instant::now();
     tokio::spawn(server::log_stats(app.clone()));
+    let (dead_tx, dead_rx) = tokio::sync::oneshot::channel::<()>();
     if env.fail == Some(Fail::EngineDeadAfterStart) {
         let app = app.clone();
         let after = env.dead_after_seconds;
@@ -651,92 +665,49 @@ async fn run(a: args::Args, env: Env) -> u8 {
                 "AsyncLLM output_handler failed.\nvllm.v1.engine.exceptions.EngineDeadError: EngineCore \
                  encountered an issue. See stack trace (above) for the root cause.",
             );
+            let _ = dead_tx.send(());
         });
     }
+    // vLLM's watchdog looks every 5 s (from the start of serving) and, unless told to keep the
+    // server alive, stops uvicorn once the engine is dead.
+    let watchdog = async move {
+        if dead_rx.await.is_err() || env.keep_alive_on_engine_death {
+            return std::future::pending::<()>().await;
+        }
+        let ticks = (serving.elapsed().as_secs_f64() / WATCHDOG_SECONDS).floor() + 1.0;
+        let next = serving + Duration::from_secs_f64(ticks * WATCHDOG_SECONDS);
+        tokio::time::sleep_until(next.into()).await;
+    };
 
-    let sig = tokio::select! {
-        s = signals.recv() => s,
+    tokio::select! {
+        _ = signals.recv() => {}
+        _ = watchdog => return shutdown::after_engine_death(),
         r = &mut server_task => {
             log::error(Proc::Api, "launcher.py:120", &format!("The HTTP server stopped: {r:?}"));
             return 1;
         }
     };
-    log::info(
-        Proc::Api,
-        "launcher.py:100",
-        &format!("[shutdown] API server: shutdown triggered signal={sig}"),
-    );
-    if a.shutdown_timeout == 0 {
-        // vLLM's default: abort in-flight requests and exit now; their connections close.
-        log::info(
-            Proc::Api,
-            "launcher.py:116",
-            "[shutdown] API server: stopping engine client mode=abort",
-        );
-        let n = app.in_flight();
-        if n > 0 {
-            log::info(
-                Proc::Engine,
-                "core.py:1155",
-                &format!("[shutdown] EngineCore: aborting {n} in-flight request(s)"),
-            );
-        }
-        log::info(
-            Proc::Api,
-            "launcher.py:140",
-            "Shutting down FastAPI HTTP server.",
-        );
-        log::uvicorn("Shutting down");
-        log::uvicorn(&format!("Finished server process [{pid}]"));
-        return 0;
-    }
-    // Drain: stop accepting connections, let in-flight requests finish for up to the timeout.
-    let timeout = a.shutdown_timeout;
-    log::info(
-        Proc::Api,
-        "launcher.py:116",
-        &format!("[shutdown] API server: stopping engine client mode=drain timeout={timeout}s"),
-    );
-    log::info(
-        Proc::Api,
-        "async_llm.py:268",
-        &format!(
-            "[shutdown] AsyncLLM: waiting for {} in-flight request(s) timeout={timeout}s",
-            app.in_flight()
-        ),
-    );
-    let _ = stop_tx.send(());
-    log::uvicorn("Shutting down");
-    let drained = tokio::select! {
-        r = tokio::time::timeout(Duration::from_secs(timeout), &mut server_task) => r.is_ok(),
-        s = signals.recv() => {
-            log::info(Proc::Api, "launcher.py:100", &format!("[shutdown] API server: second signal={s}, exiting now"));
-            false
-        }
-    };
-    if drained {
-        log::info(
-            Proc::Api,
-            "async_llm.py:281",
-            "[shutdown] AsyncLLM: all in-flight requests finished",
-        );
+    let timeout = if release.has_shutdown_timeout() {
+        a.shutdown_timeout
     } else {
-        log::warn(
-            Proc::Api,
-            "async_llm.py:285",
-            &format!(
-                "[shutdown] AsyncLLM: timeout reached, aborting {} in-flight request(s)",
-                app.in_flight()
-            ),
-        );
-    }
-    log::info(
-        Proc::Api,
-        "launcher.py:140",
-        "Shutting down FastAPI HTTP server.",
-    );
-    log::uvicorn("Waiting for application shutdown.");
-    log::uvicorn("Application shutdown complete.");
-    log::uvicorn(&format!("Finished server process [{pid}]"));
-    0
+        0
+    };
+    shutdown::run(app, release, timeout, &mut signals, stop_tx, server_task).await
+}
+
+/// vLLM's `VLLM_WATCHDOG_TIME_S`.
+const WATCHDOG_SECONDS: f64 = 5.0;
+
+/// `log_version_and_model`: the monochrome logo (a pod's log has no terminal) with the version
+/// and the model, or one line with `VLLM_DISABLE_LOG_LOGO=1`.
+fn banner(release: Release, model: &str, no_logo: bool) {
+    let version = release.version();
+    let msg = if no_logo {
+        format!("vLLM server version {version}, serving model {model}")
+    } else {
+        format!(
+            "\n       █     █     █▄   ▄█\n ▄▄ ▄█ █     █     █ ▀▄▀ █  version {version}\n  █▄█▀ █     █     █     █  model   {model}\n   ▀▀  ▀▀▀▀▀ ▀▀▀▀▀ ▀     ▀\n"
+        )
+    };
+    log::info(Proc::Api, release.banner_at(), &msg);
 }

@@ -1,6 +1,7 @@
 //! Prometheus text with vLLM's metric names, help texts, labels and buckets
 //! (vllm/v1/metrics/loggers.py, `PrometheusStatLogger`). Labels are `engine` and `model_name`
-//! (sorted, as prometheus_client writes them); values are Python floats.
+//! (sorted, as prometheus_client writes them); values are Python floats. As prometheus_client
+//! does by default, every counter and histogram also has a `_created` sample (its creation time).
 
 use crate::py;
 
@@ -20,8 +21,9 @@ pub const TPOT_BUCKETS: &[f64] = &[
     40.0, 80.0,
 ];
 
-/// vLLM's `FinishReason` values, as `finished_reason` labels.
-pub const FINISH_REASONS: &[&str] = &["stop", "length", "abort", "error"];
+/// vLLM's `FinishReason` values (`FINISH_REASON_STRINGS`), as `finished_reason` labels. The
+/// simulator never finishes with `repetition`.
+pub const FINISH_REASONS: &[&str] = &["stop", "length", "abort", "error", "repetition"];
 
 #[derive(Debug, Clone)]
 pub struct Histogram {
@@ -60,7 +62,7 @@ pub struct Stats {
     pub prompt_tokens: u64,
     pub generation_tokens: u64,
     /// Indexed like FINISH_REASONS.
-    pub success: [u64; 4],
+    pub success: [u64; 5],
     pub ttft: Histogram,
     pub e2e: Histogram,
     pub queue: Histogram,
@@ -75,7 +77,7 @@ impl Default for Stats {
             kv_blocks_used: 0,
             prompt_tokens: 0,
             generation_tokens: 0,
-            success: [0; 4],
+            success: [0; 5],
             ttft: Histogram::new(TTFT_BUCKETS),
             e2e: Histogram::new(LATENCY_BUCKETS),
             queue: Histogram::new(LATENCY_BUCKETS),
@@ -99,6 +101,23 @@ fn escape(v: &str) -> String {
 struct Writer {
     out: String,
     labels: String,
+    /// `_created` samples' value, prometheus_client's rendering of the creation time.
+    created: String,
+}
+
+/// prometheus_client's `floatToGoString`: Go's `%g`-like exponent form for large numbers
+/// (`1.733616012345678e+09`), Python's repr otherwise.
+pub fn go_float(v: f64) -> String {
+    let s = py::float(v);
+    match s.find('.') {
+        Some(dot) if v > 0.0 && dot > 6 => {
+            let digits = format!("{}{}", &s[1..dot], &s[dot + 1..]);
+            let mantissa = format!("{}.{digits}", &s[..1]);
+            let mantissa = mantissa.trim_end_matches('0').trim_end_matches('.');
+            format!("{mantissa}e+0{}", dot - 1)
+        }
+        _ => s,
+    }
 }
 
 impl Writer {
@@ -108,23 +127,33 @@ impl Writer {
     }
 
     fn sample(&mut self, name: &str, extra: &[(&str, String)], value: f64) {
+        let v = py::float(value);
+        self.raw(name, extra, true, &v);
+    }
+
+    /// One sample line; `model_name` is left out of the metrics that have no such label.
+    fn raw(&mut self, name: &str, extra: &[(&str, String)], model_name: bool, value: &str) {
         // prometheus_client sorts label names: engine < finished_reason < le < model_name.
         let mut labels: Vec<(String, String)> = extra
             .iter()
             .map(|(k, v)| (k.to_string(), v.clone()))
             .collect();
         labels.push(("engine".into(), "0".into()));
-        labels.push(("model_name".into(), self.labels.clone()));
+        if model_name {
+            labels.push(("model_name".into(), self.labels.clone()));
+        }
         labels.sort();
         let rendered: Vec<String> = labels
             .iter()
             .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
             .collect();
-        self.out.push_str(&format!(
-            "{name}{{{}}} {}\n",
-            rendered.join(","),
-            py::float(value)
-        ));
+        self.out
+            .push_str(&format!("{name}{{{}}} {value}\n", rendered.join(",")));
+    }
+
+    fn created(&mut self, name: &str, extra: &[(&str, String)]) {
+        let c = self.created.clone();
+        self.raw(&format!("{name}_created"), extra, true, &c);
     }
 
     fn gauge(&mut self, name: &str, help: &str, value: f64) {
@@ -136,6 +165,7 @@ impl Writer {
         let full = format!("{name}_total");
         self.header(&full, "counter", help);
         self.sample(&full, &[], value as f64);
+        self.created(name, &[]);
     }
 
     fn histogram(&mut self, name: &str, help: &str, h: &Histogram) {
@@ -154,13 +184,15 @@ impl Writer {
         );
         self.sample(&format!("{name}_count"), &[], h.count as f64);
         self.sample(&format!("{name}_sum"), &[], h.sum);
+        self.created(name, &[]);
     }
 }
 
-pub fn render(model_name: &str, s: &Stats, cache: &CacheInfo) -> String {
+pub fn render(model_name: &str, s: &Stats, cache: &CacheInfo, created_at: f64) -> String {
     let mut w = Writer {
         out: String::new(),
         labels: model_name.to_string(),
+        created: go_float(created_at),
     };
     w.gauge(
         "vllm:num_requests_running",
@@ -210,11 +242,9 @@ pub fn render(model_name: &str, s: &Stats, cache: &CacheInfo) -> String {
     let name = "vllm:request_success_total";
     w.header(name, "counter", "Count of successfully processed requests.");
     for (i, reason) in FINISH_REASONS.iter().enumerate() {
-        w.sample(
-            name,
-            &[("finished_reason", reason.to_string())],
-            s.success[i] as f64,
-        );
+        let label = [("finished_reason", reason.to_string())];
+        w.sample(name, &label, s.success[i] as f64);
+        w.created("vllm:request_success", &label);
     }
     w.histogram(
         "vllm:time_to_first_token_seconds",
@@ -257,7 +287,8 @@ pub fn render(model_name: &str, s: &Stats, cache: &CacheInfo) -> String {
         ("swap_space", "4".into()),
         ("swap_space_bytes", (4u64 << 30).to_string()),
     ];
-    w.sample(info, &labels, 1.0);
+    // Its labels are the CacheConfig's and `engine`: no `model_name` (log_metrics_info).
+    w.raw(info, &labels, false, "1.0");
     w.out
 }
 
@@ -283,6 +314,7 @@ mod tests {
                 num_gpu_blocks: 10,
                 gpu_memory_utilization: 0.75,
             },
+            1733616012.345678,
         );
         assert!(text.contains("vllm:num_requests_running{engine=\"0\",model_name=\"qwen\"} 1.0\n"));
         assert!(text.contains("vllm:num_requests_waiting{engine=\"0\",model_name=\"qwen\"} 2.0\n"));
@@ -304,5 +336,27 @@ mod tests {
         assert!(text.contains("# TYPE vllm:e2e_request_latency_seconds histogram\n"));
         assert!(text.contains("num_gpu_blocks=\"10\""));
         assert!(text.contains("gpu_memory_utilization=\"0.75\""));
+        assert!(text.contains(
+            "vllm:prompt_tokens_created{engine=\"0\",model_name=\"qwen\"} 1.733616012345678e+09\n"
+        ));
+        assert!(text.contains(
+            "vllm:request_success_created{engine=\"0\",finished_reason=\"repetition\",model_name=\"qwen\"} 1.733616012345678e+09\n"
+        ));
+        assert!(text.contains(
+            "vllm:e2e_request_latency_seconds_created{engine=\"0\",model_name=\"qwen\"} 1.733616012345678e+09\n"
+        ));
+        let info = text
+            .lines()
+            .find(|l| l.starts_with("vllm:cache_config_info{"))
+            .unwrap();
+        assert!(!info.contains("model_name"), "{info}");
+        assert!(info.ends_with(" 1.0"), "{info}");
+    }
+
+    #[test]
+    fn created_times_as_prometheus_client() {
+        assert_eq!(go_float(1733616012.5), "1.7336160125e+09");
+        assert_eq!(go_float(1733616012.0), "1.733616012e+09");
+        assert_eq!(go_float(0.25), "0.25");
     }
 }

@@ -18,6 +18,9 @@ use tokio::sync::{Semaphore, mpsc};
 
 use crate::log::{self, Proc};
 use crate::metrics::{self, CacheInfo, FINISH_REASONS, Stats};
+
+/// `finished_reason="abort"`'s place in FINISH_REASONS.
+const ABORT: usize = 2;
 use crate::model::BLOCK_SIZE;
 
 /// `max_tokens` when a request does not set it (the OpenAI completions default).
@@ -67,6 +70,9 @@ pub struct Served {
     pub token_delay: Duration,
     pub num_gpu_blocks: u64,
     pub gpu_memory_utilization: f64,
+    pub release: crate::release::Release,
+    /// `--enable-server-load-tracking`: `/load` counts requests (else it stays 0, as vLLM's).
+    pub load_tracking: bool,
 }
 
 pub struct App {
@@ -74,8 +80,12 @@ pub struct App {
     sem: Arc<Semaphore>,
     pub stats: Mutex<Stats>,
     pub dead: AtomicBool,
+    /// SIGTERM was received: new requests are answered with an abort (src/shutdown.rs).
+    shutting_down: AtomicBool,
     counter: AtomicU64,
     created: u64,
+    /// When the metrics were created (their `_created` samples), Unix seconds.
+    created_at: f64,
 }
 
 fn unix_now() -> u64 {
@@ -92,9 +102,18 @@ impl App {
             sem: Arc::new(Semaphore::new(max_num_seqs.max(1) as usize)),
             stats: Mutex::new(Stats::default()),
             dead: AtomicBool::new(false),
+            shutting_down: AtomicBool::new(false),
             counter: AtomicU64::new(0),
             created: unix_now(),
+            created_at: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or(0.0),
         })
+    }
+
+    pub fn begin_shutdown(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
     }
 
     fn stats(&self) -> std::sync::MutexGuard<'_, Stats> {
@@ -133,6 +152,9 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/version", get(version))
         .route("/v1/models", get(models))
         .route("/metrics", get(metrics_handler))
+        .route("/load", get(load))
+        .route("/tokenize", post(tokenize))
+        .route("/detokenize", post(detokenize))
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat_completions))
         .fallback(not_found)
@@ -146,6 +168,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("/version", "GET"),
     ("/v1/models", "GET"),
     ("/metrics", "GET"),
+    ("/load", "GET"),
+    ("/tokenize", "POST"),
+    ("/detokenize", "POST"),
     ("/v1/completions", "POST"),
     ("/v1/chat/completions", "POST"),
 ];
@@ -181,6 +206,93 @@ async fn health(State(app): State<Arc<App>>) -> StatusCode {
 
 async fn version(State(app): State<Arc<App>>) -> Response {
     json_response(StatusCode::OK, &json!({"version": app.served.version}))
+}
+
+/// vLLM's `/load`: the requests being served, counted only with `--enable-server-load-tracking`.
+async fn load(State(app): State<Arc<App>>) -> Response {
+    let n = if app.served.load_tracking {
+        app.in_flight()
+    } else {
+        0
+    };
+    json_response(StatusCode::OK, &json!({"server_load": n}))
+}
+
+/// The simulator's token id of a word: its place in the generated words if it is one, so that
+/// `/detokenize` gives them back, else a stable number past them.
+fn token_id(word: &str) -> u64 {
+    if let Some(i) = WORDS.iter().position(|w| *w == word) {
+        return i as u64;
+    }
+    let h = word.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    });
+    WORDS.len() as u64 + h % 100_000
+}
+
+/// `POST /tokenize` (`prompt` or chat `messages`): vLLM's TokenizeResponse, with the
+/// simulator's tokens (whitespace-separated words, as counted for `usage`).
+async fn tokenize(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    let req: Value = match serde_json::from_slice(&body) {
+        Ok(v @ Value::Object(_)) => v,
+        _ => return bad_request("Invalid JSON body: expected an object"),
+    };
+    if let Some(model) = req.get("model").and_then(Value::as_str)
+        && !app.serves(model)
+    {
+        return model_not_found(model);
+    }
+    let text = if let Some(msgs) = req.get("messages").and_then(Value::as_array) {
+        let parts: Vec<String> = msgs
+            .iter()
+            .map(|m| text_content(m.get("content").unwrap_or(&Value::Null)))
+            .collect();
+        parts.join(" ")
+    } else if let Some(p) = req.get("prompt").and_then(Value::as_str) {
+        p.to_string()
+    } else {
+        return bad_request("Either prompt or messages must be provided.");
+    };
+    let tokens: Vec<u64> = text.split_whitespace().map(token_id).collect();
+    json_response(
+        StatusCode::OK,
+        &json!({"count": tokens.len(), "max_model_len": app.served.max_model_len,
+                "tokens": tokens, "token_strs": null}),
+    )
+}
+
+/// `POST /detokenize` (`tokens`): the generated words the ids stand for (`token_text`).
+async fn detokenize(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    let req: Value = match serde_json::from_slice(&body) {
+        Ok(v @ Value::Object(_)) => v,
+        _ => return bad_request("Invalid JSON body: expected an object"),
+    };
+    if let Some(model) = req.get("model").and_then(Value::as_str)
+        && !app.serves(model)
+    {
+        return model_not_found(model);
+    }
+    let Some(ids) = req
+        .get("tokens")
+        .and_then(Value::as_array)
+        .and_then(|t| t.iter().map(Value::as_u64).collect::<Option<Vec<u64>>>())
+    else {
+        return bad_request("tokens must be a list of non-negative integers");
+    };
+    let words: Vec<&str> = ids
+        .iter()
+        .map(|i| WORDS[(*i % WORDS.len() as u64) as usize])
+        .collect();
+    json_response(StatusCode::OK, &json!({"prompt": words.join(" ")}))
+}
+
+fn model_not_found(model: &str) -> Response {
+    error_response(
+        StatusCode::NOT_FOUND,
+        "NotFoundError",
+        &format!("The model `{model}` does not exist."),
+        Some("model"),
+    )
 }
 
 async fn models(State(app): State<Arc<App>>) -> Response {
@@ -219,6 +331,7 @@ async fn metrics_handler(State(app): State<Arc<App>>) -> Response {
                 num_gpu_blocks: app.served.num_gpu_blocks,
                 gpu_memory_utilization: app.served.gpu_memory_utilization,
             },
+            app.created_at,
         )
     };
     let mut r = (StatusCode::OK, text).into_response();
@@ -284,7 +397,7 @@ async fn generate(app: Arc<App>, prompt_tokens: u64, max_tokens: u64, tx: mpsc::
             app: app.clone(),
             blocks,
             started: arrived,
-            reason: 2,
+            reason: ABORT,
         }
     };
     let mut last = Instant::now();
@@ -372,12 +485,7 @@ async fn handle(app: Arc<App>, body: Bytes, api: Api) -> Response {
         None => app.served.names[0].clone(),
     };
     if !app.serves(&model) {
-        return error_response(
-            StatusCode::NOT_FOUND,
-            "NotFoundError",
-            &format!("The model `{model}` does not exist."),
-            Some("model"),
-        );
+        return model_not_found(&model);
     }
     let prompt_tokens = match api {
         Api::Completion => match req.get("prompt").and_then(prompt_tokens_of) {
@@ -436,7 +544,15 @@ async fn handle(app: Arc<App>, body: Bytes, api: Api) -> Response {
         include_usage,
     };
     let (tx, rx) = mpsc::channel(64);
-    tokio::spawn(generate(app.clone(), prompt_tokens, max_tokens, tx));
+    if app.shutting_down.load(Ordering::SeqCst) {
+        // The engine core rejects a request added during shutdown with an abort output:
+        // HTTP 200, no tokens, finish_reason "abort".
+        app.served.release.shutdown_log().rejected(&job.id);
+        app.stats().success[ABORT] += 1;
+        let _ = tx.try_send(Msg::Finished("abort"));
+    } else {
+        tokio::spawn(generate(app.clone(), prompt_tokens, max_tokens, tx));
+    }
     if stream {
         stream_response(job, rx)
     } else {

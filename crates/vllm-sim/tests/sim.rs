@@ -84,7 +84,9 @@ impl Sim {
         cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
         for var in [
             "VLLM_SIM_FAIL",
-            "VLLM_SIM_OLD_VERSION",
+            "VLLM_SIM_VLLM_VERSION",
+            "VLLM_KEEP_ALIVE_ON_ENGINE_DEATH",
+            "VLLM_DISABLE_LOG_LOGO",
             "VLLM_SIM_GPU_MEMORY_GIB",
             "VLLM_SIM_GPU_FREE_FRACTION",
             "VLLM_ALLOW_LONG_MAX_MODEL_LEN",
@@ -321,28 +323,35 @@ fn loads_then_serves_vllm_endpoints() {
     );
     let log = sim.output();
     for line in [
-        "vLLM API server version 0.18.0",
+        "█  version 0.34.0\n",
+        &format!("█  model   {}\n", dir.path()),
         "non-default args: {'model_tag': ",
         "'max_model_len': 4096, 'served_model_name': ['qwen'], 'gpu_memory_utilization': 0.75, 'max_num_seqs': 8}",
         "accepted and ignored: ['--enable-prefix-caching', '--max-num-batched-tokens', '8192']",
+        "Loading model from scratch...",
         "Loading weights took ",
         "Model loading took 2.8751 GiB memory and ",
-        "GPU KV cache size: 538,320 tokens",
-        "Maximum concurrency for 4,096 tokens per request: 131.43x",
-        &format!(
-            "Starting vLLM API server 0 on http://127.0.0.1:{}",
-            sim.port
-        ),
+        "GPU KV cache size: 538,320 tokens, Maximum concurrency for 4,096 tokens per request: 131.43x\n",
+        &format!("Starting vLLM server on http://127.0.0.1:{}\n", sim.port),
         "INFO:     Started server process [",
     ] {
         assert!(log.contains(line), "no {line:?} in:\n{log}");
+    }
+    let init = log
+        .lines()
+        .find(|l| l.contains("] init engine (profile"))
+        .unwrap();
+    assert!(init.ends_with(" s"), "{init}");
+    // Lines the simulator used to print that vLLM does not.
+    for line in ["vLLM API server version", "Starting vLLM API server"] {
+        assert!(!log.contains(line), "{line:?} in:\n{log}");
     }
     sim.wait_log("INFO:     Application startup complete.");
 
     assert_eq!(http(sim.port, "GET", "/health", ""), (200, String::new()));
     assert_eq!(
         http(sim.port, "GET", "/version", ""),
-        (200, r#"{"version":"0.18.0"}"#.to_string())
+        (200, r#"{"version":"0.34.0"}"#.to_string())
     );
     let (status, models) = http(sim.port, "GET", "/v1/models", "");
     assert_eq!(status, 200);
@@ -420,6 +429,123 @@ fn loads_then_serves_vllm_endpoints() {
         m.contains(r#"vllm:time_to_first_token_seconds_count{engine="0",model_name="qwen"} 2.0"#)
     );
     assert!(m.contains(r#"num_gpu_blocks="33645""#), "{m}");
+    // prometheus_client's creation times, and the finish reason vLLM has but never reaches here.
+    for created in [
+        r#"vllm:prompt_tokens_created{engine="0",model_name="qwen"} 1."#,
+        r#"vllm:request_success_created{engine="0",finished_reason="repetition",model_name="qwen"} 1."#,
+        r#"vllm:e2e_request_latency_seconds_created{engine="0",model_name="qwen"} 1."#,
+    ] {
+        assert!(m.contains(created), "no {created:?} in {m}");
+    }
+    assert!(m.contains(
+        r#"vllm:request_success_total{engine="0",finished_reason="repetition",model_name="qwen"} 0.0"#
+    ));
+    let info = m
+        .lines()
+        .find(|l| l.starts_with("vllm:cache_config_info{"))
+        .unwrap();
+    assert!(!info.contains("model_name"), "{info}");
+
+    // /tokenize, /detokenize and /load (no --enable-server-load-tracking: 0).
+    let (status, tok) = http(
+        sim.port,
+        "POST",
+        "/tokenize",
+        r#"{"model":"qwen","prompt":"The simulated model"}"#,
+    );
+    assert_eq!(status, 200, "{tok}");
+    let tok: serde_json::Value = serde_json::from_str(&tok).unwrap();
+    assert_eq!(tok["count"], 3, "{tok}");
+    assert_eq!(tok["max_model_len"], 4096, "{tok}");
+    assert_eq!(tok["tokens"], serde_json::json!([0, 1, 2]), "{tok}");
+    let (status, chat_tok) = http(
+        sim.port,
+        "POST",
+        "/tokenize",
+        r#"{"model":"qwen","messages":[{"role":"user","content":"say three words"}]}"#,
+    );
+    assert_eq!(status, 200, "{chat_tok}");
+    assert!(chat_tok.contains(r#""count":3"#), "{chat_tok}");
+    assert_eq!(
+        http(
+            sim.port,
+            "POST",
+            "/detokenize",
+            r#"{"model":"qwen","tokens":[0,1,2]}"#
+        ),
+        (200, r#"{"prompt":"The simulated model"}"#.to_string())
+    );
+    assert_eq!(
+        http(
+            sim.port,
+            "POST",
+            "/tokenize",
+            r#"{"model":"x","prompt":"a"}"#
+        )
+        .0,
+        404
+    );
+    assert_eq!(
+        http(sim.port, "GET", "/load", ""),
+        (200, r#"{"server_load":0}"#.to_string())
+    );
+}
+
+/// vLLM 0.18's own lines and answers where 0.34 differs.
+#[test]
+fn vllm_0_18_logs_as_0_18() {
+    let dir = ModelDir::new("v018");
+    let sim = Sim::start(
+        &dir.path(),
+        &[],
+        &[
+            ("VLLM_SIM_VLLM_VERSION", "0.18.0"),
+            ("VLLM_DISABLE_LOG_LOGO", "1"),
+        ],
+    );
+    sim.wait_ready();
+    let log = sim.output();
+    for line in [
+        &format!("vLLM server version 0.18.0, serving model {}\n", dir.path()),
+        &format!("Starting to load model {}...", dir.path()),
+        "GPU KV cache size: 538,320 tokens\n",
+        "] Maximum concurrency for 4,096 tokens per request: 131.43x\n",
+        "Initializing a V1 LLM engine (v0.18.0)",
+    ] {
+        assert!(log.contains(line), "no {line:?} in:\n{log}");
+    }
+    assert!(!log.contains("█"), "{log}");
+    let init = log
+        .lines()
+        .find(|l| l.contains("] init engine (profile"))
+        .unwrap();
+    assert!(init.ends_with(" seconds"), "{init}");
+    assert_eq!(
+        http(sim.port, "GET", "/version", ""),
+        (200, r#"{"version":"0.18.0"}"#.to_string())
+    );
+}
+
+/// `/load` counts the requests being served with `--enable-server-load-tracking`.
+#[test]
+fn load_counts_requests_in_flight() {
+    let dir = ModelDir::new("load");
+    let sim = Sim::start(
+        &dir.path(),
+        &["--enable-server-load-tracking"],
+        &[("VLLM_SIM_TOKEN_DELAY_MS", "100")],
+    );
+    sim.wait_ready();
+    let mut s = Stream::open(
+        sim.port,
+        "/v1/completions",
+        r#"{"model":"qwen","prompt":"hi","max_tokens":100,"stream":true}"#,
+    );
+    assert!(s.read_until("data: "), "no first chunk");
+    assert_eq!(
+        http(sim.port, "GET", "/load", ""),
+        (200, r#"{"server_load":1}"#.to_string())
+    );
 }
 
 #[test]
@@ -494,19 +620,43 @@ fn start_up_failures_exit_with_vllm_messages() {
             vec!["--shutdown-timeout", "30"],
             vec![("VLLM_SIM_FAIL", "UnrecognizedArguments")],
             2,
-            "usage: vllm serve [model_tag] [options]\nvllm serve: error: unrecognized arguments: --shutdown-timeout 30\n",
+            "            ...\nvllm: error: unrecognized arguments: --shutdown-timeout 30\n",
         ),
         (
             vec![],
             vec![("VLLM_SIM_FAIL", "UnrecognizedArguments")],
             2,
-            "vllm serve: error: unrecognized arguments: --shutdown-timeout\n",
+            "vllm: error: unrecognized arguments: --shutdown-timeout\n",
         ),
         (
             vec!["--shutdown-timeout=30"],
-            vec![("VLLM_SIM_OLD_VERSION", "1")],
+            vec![("VLLM_SIM_VLLM_VERSION", "0.17.1")],
             2,
-            "vllm serve: error: unrecognized arguments: --shutdown-timeout=30\n",
+            "usage: vllm [-h] [-v]\n            {chat,complete,serve,launch,bench,collect-env,run-batch} ...\nvllm: error: unrecognized arguments: --shutdown-timeout=30\n",
+        ),
+        (
+            vec!["--no-such-flag", "1", "--max-num-seq", "4"],
+            vec![],
+            2,
+            "usage: vllm [-h] [-v]\n            {chat,complete,serve,launch,bench,collect-env,download-kernels,preload,run-batch,snapshot}\n            ...\nvllm: error: unrecognized arguments: --no-such-flag 1\n",
+        ),
+        (
+            vec!["--disable-lora"],
+            vec![("VLLM_SIM_VLLM_VERSION", "0.18.0")],
+            2,
+            "vllm: error: unrecognized arguments: --disable-lora\n",
+        ),
+        (
+            vec!["--max", "4"],
+            vec![],
+            2,
+            "usage: vllm serve [model_tag] [options]\nvllm serve: error: ambiguous option: --max could match --max-log-len, --max-model-len, --max-logprobs, ",
+        ),
+        (
+            vec![],
+            vec![("VLLM_SIM_VLLM_VERSION", "0.19.0")],
+            2,
+            "vllm-sim: VLLM_SIM_VLLM_VERSION must be one of 0.34.0, 0.18.0, 0.17.1",
         ),
         (
             vec![],
@@ -610,10 +760,12 @@ fn start_up_failures_exit_with_vllm_messages() {
     }
 }
 
+/// A dead engine: `/health` 503 and requests 500, then vLLM's watchdog (every 5 s) stops the
+/// server, which exits 0.
 #[test]
-fn engine_dead_after_start_fails_health() {
+fn engine_death_ends_the_server_at_the_watchdog() {
     let dir = ModelDir::new("dead");
-    let sim = Sim::start(
+    let mut sim = Sim::start(
         &dir.path(),
         &[],
         &[
@@ -622,18 +774,45 @@ fn engine_dead_after_start_fails_health() {
         ],
     );
     sim.wait_ready();
-    let start = Instant::now();
-    let mut saw_ok = false;
-    loop {
-        match http(sim.port, "GET", "/health", "").0 {
-            200 => saw_ok = true,
-            503 => break,
-            other => panic!("health {other}"),
-        }
-        assert!(start.elapsed() < DEADLINE, "health never 503");
-    }
-    assert!(saw_ok || sim.output().contains("Application startup complete."));
+    let ready = Instant::now();
     sim.wait_log("EngineDeadError: EngineCore encountered an issue.");
+    assert_eq!(http(sim.port, "GET", "/health", "").0, 503);
+    assert_eq!(
+        http(sim.port, "POST", "/v1/completions", r#"{"prompt":"x"}"#).0,
+        500
+    );
+    let (code, out) = sim.finish();
+    let took = ready.elapsed();
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        took < Duration::from_secs(7) && took > Duration::from_secs(3),
+        "exited after {took:?}"
+    );
+    assert!(out.contains("INFO:     Finished server process ["), "{out}");
+}
+
+/// `VLLM_KEEP_ALIVE_ON_ENGINE_DEATH=1`: the server stays up past the watchdog, answering 503.
+#[test]
+fn engine_death_with_keep_alive_keeps_answering_503() {
+    let dir = ModelDir::new("dead-alive");
+    let mut sim = Sim::start(
+        &dir.path(),
+        &[],
+        &[
+            ("VLLM_SIM_FAIL", "EngineDeadAfterStart"),
+            ("VLLM_SIM_ENGINE_DEAD_AFTER_SECONDS", "0.5"),
+            ("VLLM_KEEP_ALIVE_ON_ENGINE_DEATH", "1"),
+        ],
+    );
+    sim.wait_ready();
+    let ready = Instant::now();
+    sim.wait_log("EngineDeadError: EngineCore encountered an issue.");
+    // Past two watchdog rounds, every health check is answered 503.
+    while ready.elapsed() < Duration::from_secs(11) {
+        assert_eq!(http(sim.port, "GET", "/health", "").0, 503);
+        assert!(sim.child.try_wait().unwrap().is_none(), "{}", sim.output());
+        std::thread::sleep(Duration::from_millis(100));
+    }
     assert_eq!(
         http(sim.port, "POST", "/v1/completions", r#"{"prompt":"x"}"#).0,
         500
@@ -641,7 +820,7 @@ fn engine_dead_after_start_fails_health() {
 }
 
 /// A signal while the model loads (a startup probe giving up): vLLM's signal
-/// handler's KeyboardInterrupt, after the weight-loading progress so far.
+/// handler's KeyboardInterrupt, after the weight-loading progress so far; Python exits 130.
 #[test]
 fn sigterm_while_loading_leaves_keyboard_interrupt_and_the_progress() {
     let dir = ModelDir::new("load-term");
@@ -649,14 +828,25 @@ fn sigterm_while_loading_leaves_keyboard_interrupt_and_the_progress() {
     sim.wait_log("Loading safetensors checkpoint shards:   0% Completed | 0/4");
     sim.signal(libc::SIGTERM);
     let (code, out) = sim.finish();
-    assert_eq!(code, 0, "{out}");
+    assert_eq!(code, 130, "{out}");
+    assert!(
+        out.contains("launchers/api_server/entry.py\", line 171, in _interrupt_init"),
+        "{out}"
+    );
     assert!(out.contains("KeyboardInterrupt: terminated"), "{out}");
     assert!(!out.contains("Loading weights took"), "{out}");
 }
 
-fn sigterm_with_stream(extra: &[&str]) -> (bool, String, i32, String, Duration) {
-    let dir = ModelDir::new(&format!("term{}", extra.len()));
-    let mut sim = Sim::start(&dir.path(), extra, &[("VLLM_SIM_TOKEN_DELAY_MS", "40")]);
+/// `tag` names the test's model directory (each test its own: they run at once).
+fn sigterm_with_stream(
+    tag: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (bool, String, i32, String, Duration) {
+    let dir = ModelDir::new(tag);
+    let mut env = env.to_vec();
+    env.push(("VLLM_SIM_TOKEN_DELAY_MS", "40"));
+    let mut sim = Sim::start(&dir.path(), extra, &env);
     sim.wait_ready();
     let mut s = Stream::open(
         sim.port,
@@ -666,7 +856,6 @@ fn sigterm_with_stream(extra: &[&str]) -> (bool, String, i32, String, Duration) 
     assert!(s.read_until("data: "), "no first chunk");
     sim.signal(libc::SIGTERM);
     let signalled = Instant::now();
-    sim.wait_log("[shutdown] API server: shutdown triggered signal=SIGTERM");
     let completed = s.read_to_end();
     let (code, out) = sim.finish();
     (completed, s.seen, code, out, signalled.elapsed())
@@ -674,52 +863,254 @@ fn sigterm_with_stream(extra: &[&str]) -> (bool, String, i32, String, Duration) 
 
 #[test]
 fn sigterm_with_shutdown_timeout_drains_in_flight_requests() {
-    let (completed, seen, code, out, _) = sigterm_with_stream(&["--shutdown-timeout", "20"]);
+    let (completed, seen, code, out, _) =
+        sigterm_with_stream("term-drain", &["--shutdown-timeout", "20"], &[]);
     assert!(completed, "stream was cut:\n{seen}");
     assert!(seen.contains("data: [DONE]"), "{seen}");
     assert!(seen.contains(r#""finish_reason":"length""#), "{seen}");
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("mode=drain timeout=20s"), "{out}");
-    assert!(out.contains("all in-flight requests finished"), "{out}");
+    for line in [
+        "[shutdown] API server: shutdown triggered\n",
+        "[shutdown] API server: stopping engine client mode=drain timeout=20s\n",
+        "[shutdown] EngineCore: draining in-flight requests count=1 timeout=20s\n",
+        "[shutdown] EngineCore: request processing complete; starting resource teardown\n",
+        "[shutdown] API server: shutting down FastAPI HTTP server\n",
+        "INFO:     Finished server process [",
+    ] {
+        assert!(out.contains(line), "no {line:?} in:\n{out}");
+    }
+    assert!(!out.contains("signal=SIGTERM, exiting now"), "{out}");
 }
 
+/// vLLM 0.18's wording of the same drain (its engine core's lines).
 #[test]
-fn sigterm_with_shutdown_timeout_closes_the_listener() {
-    let dir = ModelDir::new("listener");
-    let sim = Sim::start(
+fn sigterm_with_shutdown_timeout_at_0_18() {
+    let (completed, seen, code, out, _) = sigterm_with_stream(
+        "term-drain-018",
+        &["--shutdown-timeout", "20"],
+        &[("VLLM_SIM_VLLM_VERSION", "0.18.0")],
+    );
+    assert!(completed, "stream was cut:\n{seen}");
+    assert_eq!(code, 0, "{out}");
+    for line in [
+        "Shutdown initiated (timeout=20)\n",
+        "Draining 1 in-flight requests (timeout=20s)\n",
+        "Shutdown complete\n",
+        "Shutting down FastAPI HTTP server.\n",
+    ] {
+        assert!(out.contains(line), "no {line:?} in:\n{out}");
+    }
+    assert!(!out.contains("[shutdown]"), "{out}");
+}
+
+/// 0.18's engine core logs the request it answers with an abort during the drain.
+#[test]
+fn vllm_0_18_logs_the_requests_it_rejects_while_draining() {
+    let dir = ModelDir::new("v018-reject");
+    let mut sim = Sim::start(
         &dir.path(),
         &["--shutdown-timeout", "20"],
-        &[("VLLM_SIM_TOKEN_DELAY_MS", "100")],
+        &[
+            ("VLLM_SIM_TOKEN_DELAY_MS", "50"),
+            ("VLLM_SIM_VLLM_VERSION", "0.18.0"),
+        ],
     );
     sim.wait_ready();
     let mut s = Stream::open(
         sim.port,
         "/v1/completions",
-        r#"{"model":"qwen","prompt":"hi","max_tokens":100,"stream":true}"#,
+        r#"{"model":"qwen","prompt":"hi","max_tokens":40,"stream":true}"#,
+    );
+    assert!(s.read_until("data: "), "no first chunk");
+    sim.signal(libc::SIGTERM);
+    sim.wait_log("Draining 1 in-flight requests (timeout=20s)");
+    let (status, body) = http(sim.port, "POST", "/v1/completions", r#"{"prompt":"late"}"#);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""finish_reason":"abort""#), "{body}");
+    sim.wait_log("(server shutting down)");
+    assert!(s.read_to_end(), "stream was cut:\n{}", s.seen);
+    let (code, out) = sim.finish();
+    assert_eq!(code, 0, "{out}");
+    let id = body
+        .split(r#""id":""#)
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap();
+    assert!(
+        out.contains(&format!("Rejecting request {id} (server shutting down)")),
+        "{out}"
+    );
+}
+
+/// 0.17.1 has no `--shutdown-timeout`: a SIGTERM aborts at once, without 0.18's engine lines.
+#[test]
+fn vllm_0_17_aborts_at_sigterm() {
+    let (completed, seen, code, out, _) =
+        sigterm_with_stream("term-017", &[], &[("VLLM_SIM_VLLM_VERSION", "0.17.1")]);
+    assert!(!completed, "stream completed:\n{seen}");
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("Shutting down FastAPI HTTP server.\n"),
+        "{out}"
+    );
+    assert!(!out.contains("Shutdown initiated"), "{out}");
+    assert!(!out.contains("[shutdown]"), "{out}");
+}
+
+/// While draining, the listener stays open: `/health` answers 200, a new request is answered at
+/// once with finish_reason "abort" (streamed: a last chunk, then [DONE]), and a second SIGTERM
+/// changes nothing; the in-flight request still finishes.
+#[test]
+fn sigterm_with_shutdown_timeout_keeps_serving_aborts() {
+    let dir = ModelDir::new("listener");
+    let mut sim = Sim::start(
+        &dir.path(),
+        &["--shutdown-timeout", "20"],
+        &[("VLLM_SIM_TOKEN_DELAY_MS", "50")],
+    );
+    sim.wait_ready();
+    let mut s = Stream::open(
+        sim.port,
+        "/v1/completions",
+        r#"{"model":"qwen","prompt":"hi","max_tokens":60,"stream":true}"#,
     );
     assert!(s.read_until("data: "), "no first chunk");
     sim.signal(libc::SIGTERM);
     sim.wait_log("mode=drain");
-    // New connections are refused while the in-flight request is still streaming.
-    let start = Instant::now();
-    while TcpStream::connect(("127.0.0.1", sim.port)).is_ok() {
-        assert!(start.elapsed() < DEADLINE, "listener still open");
-    }
-    let m = sim.output();
-    assert!(
-        !m.contains("Finished server process"),
-        "exited before the request finished:\n{m}"
+    assert_eq!(http(sim.port, "GET", "/health", ""), (200, String::new()));
+    let (status, body) = http(
+        sim.port,
+        "POST",
+        "/v1/completions",
+        r#"{"model":"qwen","prompt":"late","max_tokens":50}"#,
     );
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["choices"][0]["finish_reason"], "abort", "{body}");
+    assert_eq!(v["choices"][0]["text"], "", "{body}");
+    let (status, streamed) = http(
+        sim.port,
+        "POST",
+        "/v1/chat/completions",
+        r#"{"model":"qwen","messages":[{"role":"user","content":"late"}],"stream":true}"#,
+    );
+    assert_eq!(status, 200, "{streamed}");
+    let events: Vec<&str> = streamed.split("\n\n").filter(|e| !e.is_empty()).collect();
+    assert_eq!(*events.last().unwrap(), "data: [DONE]", "{streamed}");
+    assert!(
+        events[events.len() - 2].contains(r#""finish_reason":"abort""#),
+        "{streamed}"
+    );
+    sim.signal(libc::SIGTERM);
+    let (_, m) = http(sim.port, "GET", "/metrics", "");
+    assert!(
+        m.contains(
+            r#"vllm:request_success_total{engine="0",finished_reason="abort",model_name="qwen"} 2.0"#
+        ),
+        "{m}"
+    );
+    assert!(s.read_to_end(), "stream was cut:\n{}", s.seen);
+    assert!(s.seen.contains(r#""finish_reason":"length""#), "{}", s.seen);
+    let (code, out) = sim.finish();
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        out.matches("[shutdown] API server: shutdown triggered")
+            .count(),
+        1,
+        "{out}"
+    );
+}
+
+/// At the timeout the requests still running are cut (the engine core is killed).
+#[test]
+fn sigterm_with_shutdown_timeout_cuts_what_is_left_at_the_timeout() {
+    // 40 tokens of 40 ms: the stream needs longer than the timeout.
+    let (completed, seen, code, out, took) =
+        sigterm_with_stream("term-timeout", &["--shutdown-timeout", "1"], &[]);
+    assert!(!completed, "stream completed:\n{seen}");
+    assert!(!seen.contains("[DONE]"), "{seen}");
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("[shutdown] Process manager: force killing remaining processes count=1"),
+        "{out}"
+    );
+    assert!(took >= Duration::from_secs(1), "took {took:?}");
 }
 
 #[test]
 fn sigterm_without_shutdown_timeout_aborts_in_flight_requests() {
-    let (completed, seen, code, out, took) = sigterm_with_stream(&[]);
+    let (completed, seen, code, out, took) = sigterm_with_stream("term-abort", &[], &[]);
     assert!(!completed, "stream completed:\n{seen}");
     assert!(!seen.contains("[DONE]"), "{seen}");
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("mode=abort"), "{out}");
+    assert!(out.contains("mode=abort timeout=0s"), "{out}");
+    assert!(
+        out.contains("[shutdown] EngineCore: aborting in-flight requests count=1"),
+        "{out}"
+    );
     assert!(took < Duration::from_secs(1), "took {took:?}");
+}
+
+/// `--headless`: a worker node of a multi-node deployment. No HTTP server; the executor's line
+/// names the head node; SIGTERM ends it with 0.
+#[test]
+fn headless_worker_node_serves_nothing_and_ends_on_sigterm() {
+    let dir = ModelDir::new("headless");
+    let mut sim = Sim::start(
+        &dir.path(),
+        &[
+            "--headless",
+            "--nnodes",
+            "2",
+            "--node-rank",
+            "1",
+            "--master-addr",
+            "10.0.0.7",
+            "-pp",
+            "2",
+        ],
+        &[],
+    );
+    sim.wait_log(
+        "Launching vLLM (v0.34.0) headless multiproc executor, with head node address 10.0.0.7:29501 for \
+         torch.distributed process group.",
+    );
+    assert!(
+        TcpStream::connect(("127.0.0.1", sim.port)).is_err(),
+        "headless opened its port"
+    );
+    sim.signal(libc::SIGTERM);
+    let (code, out) = sim.finish();
+    assert_eq!(code, 0, "{out}");
+    assert!(!out.contains("Application startup complete."), "{out}");
+}
+
+/// `--headless` on the head node (rank 0): its data-parallel engines, the handshake address, and
+/// on SIGTERM the wait for them.
+#[test]
+fn headless_head_node_launches_its_engines() {
+    let dir = ModelDir::new("headless0");
+    let mut sim = Sim::start(
+        &dir.path(),
+        &["--headless", "-dpl", "2", "--shutdown-timeout", "7"],
+        &[],
+    );
+    sim.wait_log(
+        "Launching 2 data parallel engine(s) in headless mode, with head node address tcp://127.0.0.1:29550.",
+    );
+    sim.signal(libc::SIGTERM);
+    let (code, out) = sim.finish();
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("Waiting up to 7 seconds for processes to exit\n"),
+        "{out}"
+    );
+    assert!(out.contains("] Shutting down.\n"), "{out}");
+    // No API server: no banner, and vLLM's lines carry no process prefix.
+    assert!(!out.contains("█"), "{out}");
+    assert!(!out.contains("(APIServer pid="), "{out}");
 }
 
 /// An adapter of the fixture hub (crates/vllm-sim/hub/org/<name>/main).
@@ -832,7 +1223,7 @@ fn static_lora_failures_end_the_server_as_vllm() {
         assert!(sim.in_one_stream(&tail), "{extra:?}: no {tail:?} in\n{out}");
         if code == 1 {
             assert!(out.contains("[core.py:1124] Invocation of add_lora method failed"));
-            assert!(!out.contains("Starting vLLM API server"));
+            assert!(!out.contains("Starting vLLM server on"));
         }
     }
     // The rank fits once --max-lora-rank allows it.
