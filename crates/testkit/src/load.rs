@@ -7,7 +7,9 @@
 //! A request succeeds when the answer is `200` and the server-sent events end
 //! with `data: [DONE]`. It fails on a refused, reset or timed-out connection,
 //! any other status, a stream that ends without `[DONE]` (vLLM aborting
-//! in-flight requests on SIGTERM), or the request timeout. The [`Report`]
+//! in-flight requests on SIGTERM), a choice that finished with
+//! `finish_reason: "abort"` (vLLM 0.33+ accepts requests while it drains and
+//! aborts them: a 200 with no answer), or the request timeout. The [`Report`]
 //! counts them by [`Failure`] kind, keeps the first few reasons, and gives
 //! the latency of the successful requests.
 //!
@@ -81,6 +83,9 @@ pub enum Failure {
     Status,
     /// The response or its event stream ended before `data: [DONE]`.
     Truncated,
+    /// The server aborted the request (`finish_reason: "abort"`), e.g. one
+    /// that reached a draining vLLM.
+    Aborted,
     /// The request did not finish within the request timeout.
     Timeout,
     /// Another I/O error, or a response that is not HTTP.
@@ -96,6 +101,7 @@ impl Failure {
             Failure::Reset => "reset",
             Failure::Status => "non-200 status",
             Failure::Truncated => "stream ended without [DONE]",
+            Failure::Aborted => "aborted by the server",
             Failure::Timeout => "timeout",
             Failure::Other => "other",
         }
@@ -484,6 +490,17 @@ fn check_response(raw: &[u8]) -> Result<(), (Failure, String)> {
         .map(str::trim)
         .filter(|e| !e.is_empty())
         .collect();
+    let aborted = [
+        "\"finish_reason\":\"abort\"",
+        "\"finish_reason\": \"abort\"",
+    ];
+    if let Some(event) = events
+        .iter()
+        .find(|e| aborted.iter().any(|a| e.contains(a)))
+    {
+        let snippet: String = event.chars().take(120).collect();
+        return Err((Failure::Aborted, snippet));
+    }
     match events.last() {
         Some(&"data: [DONE]") => Ok(()),
         last => Err((
@@ -819,6 +836,11 @@ mod tests {
         let plain = b"HTTP/1.1 200 OK\r\ncontent-length: 14\r\n\r\ndata: [DONE]\n\n";
         assert_eq!(check_response(plain), Ok(()));
         assert_eq!(check_response(b"").unwrap_err().0, Failure::Truncated);
+        // A draining vLLM's answer to a new request: complete, and empty.
+        let aborted = b"HTTP/1.1 200 OK\r\ncontent-length: 86\r\n\r\n\
+                        data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"abort\"}]}\n\n\
+                        data: [DONE]\n\n";
+        assert_eq!(check_response(aborted).unwrap_err().0, Failure::Aborted);
         assert_eq!(
             check_response(b"garbage\r\n\r\n").unwrap_err().0,
             Failure::Other
