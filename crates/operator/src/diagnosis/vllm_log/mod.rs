@@ -23,13 +23,15 @@ pub struct Diagnosis {
 }
 
 /// Every reason a diagnosis can have.
-pub const REASONS: [&str; 11] = [
+pub const REASONS: [&str; 13] = [
     "KVCacheTooSmall",
     "LoRARankTooLarge",
     "LoRAAdapterNotFound",
     "GPUMemoryInsufficient",
     "ModelNotFound",
+    "MaxModelLenTooLarge",
     "TensorParallelNotDivisible",
+    "EngineDied",
     "UnrecognizedArgument",
     "StartupProbeTimeout",
     "SharedMemoryTooSmall",
@@ -100,7 +102,8 @@ pub fn diagnose(log: &str, ended: &Ended, facts: &Facts) -> Option<Diagnosis> {
         .or_else(|| tensor_parallel(&lines))
         .or_else(|| lora_adapter(&lines))
         .or_else(|| unrecognized_argument(&lines))
-        .or_else(|| shared_memory(&lines, facts));
+        .or_else(|| shared_memory(&lines, facts))
+        .or_else(|| engine_died(&lines));
     if classified.is_some() {
         return classified;
     }
@@ -145,6 +148,33 @@ pub fn diagnose(log: &str, ended: &Ended, facts: &Facts) -> Option<Diagnosis> {
             })
         }
     }
+}
+
+/// The engine core died while the server ran: vLLM logs "EngineCore
+/// encountered a fatal error." with the traceback of the cause (0.18
+/// `v1/engine/core.py:1101`, 0.34 `:1759`), then the API server's
+/// `EngineDeadError` ("EngineCore encountered an issue. See stack trace
+/// (above) for the root cause.", `v1/engine/exceptions.py`). Its watchdog then
+/// stops the server, with exit code 0 (unless VLLM_KEEP_ALIVE_ON_ENGINE_DEATH
+/// keeps it up answering 503), so the exit code alone says nothing.
+fn engine_died(lines: &[&str]) -> Option<Diagnosis> {
+    let fatal = lines
+        .iter()
+        .position(|l| l.contains("EngineCore encountered a fatal error"))?;
+    let after = &lines[fatal..];
+    let end = after
+        .iter()
+        .position(|l| l.contains("EngineDeadError") || l.contains("output_handler failed"))
+        .unwrap_or(after.len());
+    let cause = last_error_line(&after[..end]).unwrap_or("no error line");
+    Some(Diagnosis {
+        reason: "EngineDied",
+        message: format!(
+            "vLLM's engine died while serving ({}), and the server stopped; the container is \
+             restarted. A CUDA error points at the GPU or its driver on that node",
+            quote(cause)
+        ),
+    })
 }
 
 /// The container's memory limit was exceeded: no log needed.

@@ -429,3 +429,36 @@ fn a_load_ended_by_keyboard_interrupt_is_a_probe_kill_by_its_exit_code_too() {
     let d = diagnose(&served, &ended, &facts()).unwrap();
     assert_eq!(d.reason, "EngineStartFailed", "{}", d.message);
 }
+
+#[test]
+fn an_engine_that_died_while_serving_names_the_cause_whatever_the_exit_code() {
+    // As vLLM 0.34 logs it (v1/engine/core.py, async_llm.py); the watchdog's exit is clean.
+    let log = "(APIServer pid=1) INFO:     Application startup complete.\n\
+        (EngineCore pid=212) ERROR 11-30 10:05:00 [core.py:1759] EngineCore encountered a fatal error.\n\
+        Traceback (most recent call last):\n  File \"/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py\", \
+        line 1750, in run_engine_core\n    engine_core.run_busy_loop()\n\
+        RuntimeError: CUDA error: an illegal memory access was encountered\n\
+        (APIServer pid=1) ERROR 11-30 10:05:00 [async_llm.py:957] AsyncLLM output_handler failed.\n\
+        vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) \
+        for the root cause.\n\
+        (APIServer pid=1) INFO:     Shutting down\n";
+    for code in [0, 1] {
+        let d = diagnose(log, &failed(code), &facts()).expect("a finding");
+        assert_eq!(d.reason, "EngineDied");
+        assert!(
+            d.message
+                .contains("RuntimeError: CUDA error: an illegal memory access was encountered"),
+            "{}",
+            d.message
+        );
+    }
+    // Without the engine's own line, a clean exit is still nothing to report.
+    assert_eq!(
+        diagnose(
+            "(APIServer pid=1) INFO:     Application startup complete.\n",
+            &failed(0),
+            &facts()
+        ),
+        None
+    );
+}
