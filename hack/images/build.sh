@@ -27,8 +27,8 @@
 #                                       serving /srv/hub (crates/vllm-sim/hub) with
 #                                       `stand-in-hub --root /srv/hub --host 0.0.0.0 --port 8080`;
 #                                       user 65532:65532, runs on a read-only root file system (precompiled
-#                                       .pycs). Laid out by hack/images/python-root.sh (pip's downloads cached
-#                                       in ~/.cache/vllm-operator/pip; the first build needs PyPI)
+#                                       .pycs). Laid out by hack/images/python-root.sh (pip's downloads kept
+#                                       in ~/.cache/vllm-operator/pip-wheels; the first build needs PyPI)
 #
 #   build.sh [--profile debug|release] [--cargo] [pause|busybox|vllm-sim|operator|hf-0.36|hf-2 ...]
 #

@@ -20,7 +20,7 @@
 #
 #   python-root.sh REQUIREMENTS OUT     prints OUT; does nothing when OUT/.key matches the inputs
 #
-# pip's downloads are cached per machine in ~/.cache/vllm-operator/pip (a warm run needs no network).
+# pip's downloads are kept per machine in ~/.cache/vllm-operator/pip-wheels (a warm run needs no network).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -31,25 +31,25 @@ req=$1 out=$2
 py=/usr/bin/python3.11
 pkgs=(python3.11-minimal libpython3.11-minimal libpython3.11-stdlib)
 hub=$repo/crates/vllm-sim/tools/stand_in_hub.py
-cache=${VLLM_CACHE_DIR:-$HOME/.cache/vllm-operator}/pip
+wheels=${VLLM_CACHE_DIR:-$HOME/.cache/vllm-operator}/pip-wheels
 
 if [ ! -x "$py" ] || ! dpkg -s "${pkgs[@]}" >/dev/null 2>&1; then
   echo "python-root: installing ${pkgs[*]} (apt-get) ..." >&2
   DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${pkgs[@]}" >/dev/null \
     || die "apt-get install ${pkgs[*]} failed"
 fi
+key=$( { cat "$req" "$0" "$hub"; dpkg-query -W "${pkgs[@]}"; } | sha256sum | cut -c1-32)
+if [ -f "$out/.key" ] && [ "$(cat "$out/.key")" = "$key" ]; then
+  echo "$out"
+  exit 0
+fi
+
 # pip runs in a 3.11 that has it (Debian's has none); the wheels it picks are for CPython 3.11 on
 # x86_64 glibc, which the image's interpreter is.
 pip_py=${VLLM_PIP_PYTHON:-python3}
 "$pip_py" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null \
   || die "$pip_py is not a CPython 3.11 (set VLLM_PIP_PYTHON to one with pip)"
 "$pip_py" -m pip --version >/dev/null 2>&1 || die "$pip_py has no pip"
-
-key=$( { cat "$req" "$0" "$hub"; dpkg-query -W "${pkgs[@]}"; } | sha256sum | cut -c1-32)
-if [ -f "$out/.key" ] && [ "$(cat "$out/.key")" = "$key" ]; then
-  echo "$out"
-  exit 0
-fi
 
 tmp=$out.tmp
 rm -rf "$tmp"
@@ -63,11 +63,19 @@ dpkg -L libpython3.11-minimal libpython3.11-stdlib | grep '^/usr/lib/python3.11/
   | while read -r f; do [ -f "$f" ] && printf '%s\n' "$f"; done | LC_ALL=C sort -u \
   | xargs -r -d '\n' cp -L --parents -t "$tmp"
 
-echo "python-root: pip install -r $req (cache $cache) ..." >&2
-mkdir -p "$cache"
-"$pip_py" -m pip install --quiet --disable-pip-version-check --no-deps --only-binary=:all: --no-compile \
-  --root-user-action=ignore --cache-dir "$cache" --target "$tmp/usr/local/lib/python3.11/dist-packages" -r "$req" >&2 \
-  || die "pip install -r $req failed"
+# The wheels are kept per machine as files: the registry's answers may say not to cache them, so
+# pip's HTTP cache would keep nothing. Offline first; PyPI only for what is not there yet.
+site=$tmp/usr/local/lib/python3.11/dist-packages
+pip_args=(--disable-pip-version-check --no-deps --only-binary=:all: -r "$req")
+mkdir -p "$wheels"
+if ! "$pip_py" -m pip install --quiet --root-user-action=ignore --no-compile --no-index --find-links "$wheels" \
+       --target "$site" "${pip_args[@]}" >/dev/null 2>&1; then
+  echo "python-root: pip download -r $req into $wheels ..." >&2
+  "$pip_py" -m pip download --quiet -d "$wheels" "${pip_args[@]}" >&2 || die "pip download -r $req failed"
+  rm -rf "$site" && mkdir -p "$site"
+  "$pip_py" -m pip install --quiet --root-user-action=ignore --no-compile --no-index --find-links "$wheels" \
+    --target "$site" "${pip_args[@]}" >&2 || die "pip install -r $req failed"
+fi
 # pip's own console scripts name the interpreter that ran pip; the image's are written below.
 rm -rf "$tmp/usr/local/lib/python3.11/dist-packages/bin"
 
