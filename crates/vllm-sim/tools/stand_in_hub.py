@@ -69,7 +69,7 @@ class Hub:
         return sorted(out, key=lambda p: p.encode())
 
     def commit(self, repo_type, repo_id, rev_dir):
-        # The simulator's commit id (crates/vllm-sim/src/hf/hub.rs): a SHA-1 over the file list.
+        # The simulator's commit id (crates/vllm-sim/src/bin/hf/hub.rs): a SHA-1 over the file list.
         text = f"vllm-sim hub commit\nrepo {repo_type}s/{repo_id}\n"
         for p in self.files(rev_dir):
             with open(os.path.join(rev_dir, p), "rb") as f:

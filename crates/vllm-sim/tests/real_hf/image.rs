@@ -92,12 +92,21 @@ pub fn image(tag: &str) -> Image {
         .as_str()
         .unwrap()
         .trim_start_matches("sha256:");
-    let root = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("hf-images")
-        .join(&hex[..16]);
+    let images = Path::new(env!("CARGO_TARGET_TMPDIR")).join("hf-images");
+    let root = images.join(format!("{tag}-{}", &hex[..16]));
     let _guard = UNPACK.lock().unwrap_or_else(|e| e.into_inner());
     if !root.join(".unpacked").is_file() {
-        let tmp = root.with_extension("tmp");
+        // The tag's earlier builds: ~150 MiB each.
+        for old in std::fs::read_dir(&images).into_iter().flatten().flatten() {
+            if old
+                .file_name()
+                .to_string_lossy()
+                .starts_with(&format!("{tag}-"))
+            {
+                let _ = std::fs::remove_dir_all(old.path());
+            }
+        }
+        let tmp = images.join(format!("{tag}.unpacking"));
         let _ = std::fs::remove_dir_all(&tmp);
         std::fs::create_dir_all(&tmp).unwrap();
         let layer = member(&archive, &blob(&layers[0]["digest"]));
