@@ -14,7 +14,7 @@
 #
 # Every .py is compiled with the image's interpreter to an unchecked-hash .pyc: the image's
 # files carry mtime 0 (oci.py) so timestamp .pycs would never match, and a read-only root file
-# system could not take new ones; without them each `hf` start compiles ~600 modules.
+# system could not take new ones; without them each `hf` start would compile every module it imports.
 # The interpreter itself (/usr/bin/python3.11) and the libraries of the extension modules are
 # not copied here: build.sh gives the binary to oci.py, which adds what ldd lists.
 #
