@@ -26,6 +26,10 @@ echo "== vllm-sim and the operator binary (cluster.sh up makes the real node's i
 # The same dev profile as cargo test, so the tests reuse these binaries.
 cargo build -p vllm-sim -p vllmservice-operator
 
+echo "== the real hf images (hack/images/build.sh hf-0.36 hf-2: huggingface_hub from PyPI, wheels kept per machine), for crates/vllm-sim/tests/real_hf and the download Jobs in the cluster" >&2
+# Here rather than only in cluster.sh load-images, where a failed image is a note: these tests need them.
+hack/images/build.sh hf-0.36 hf-2 >/dev/null
+
 echo "== local control plane" >&2
 # A fresh cluster for the run; stopped however the run ends.
 hack/cluster/cluster.sh down >/dev/null 2>&1 || true

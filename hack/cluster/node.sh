@@ -334,7 +334,9 @@ load_images() { # [--cargo]
   out=$("$repo/hack/images/build.sh" ${1:-} pause busybox 2>>"$dir/logs/images.log") \
     || node_fail images "could not be built" "$dir/logs/images.log"
   local others
-  for w in vllm-sim operator; do
+  # hf-0.36 and hf-2: the real hf clients and the stand-in Hub (model_fetch.rs); their first
+  # build needs PyPI, so a failure is a note too.
+  for w in vllm-sim operator hf-0.36 hf-2; do
     if others=$("$repo/hack/images/build.sh" ${1:-} "$w" 2>>"$dir/logs/images.log"); then
       out+=$'\n'$others
     else

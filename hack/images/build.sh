@@ -17,10 +17,22 @@
 #                                       target/<profile>/vllmservice-operator
 #                                       (as the Dockerfile: entrypoint /usr/local/bin/vllmservice-operator,
 #                                        cmd [run], user 65532:65532, ports 8443 and 8081)
+#   localhost/hf:0.36                   the REAL `hf` of huggingface_hub 0.36.2 (vLLM 0.18-0.19's), archive ~69 MiB
+#   localhost/hf:2                      the REAL `hf` of huggingface_hub 2.4.0 (vLLM 0.34's generation), archive ~73 MiB
+#                                       Each: Debian's CPython 3.11 (/usr/bin/python3, its standard library,
+#                                       the libraries its extension modules load), the pinned packages of
+#                                       hack/images/hf/<tag>.txt from PyPI in /usr/local/lib/python3.11/dist-packages,
+#                                       /usr/local/bin/hf (entrypoint), and the stand-in Hub:
+#                                       /usr/local/bin/stand-in-hub (crates/vllm-sim/tools/stand_in_hub.py)
+#                                       serving /srv/hub (crates/vllm-sim/hub) with
+#                                       `stand-in-hub --root /srv/hub --host 0.0.0.0 --port 8080`;
+#                                       user 65532:65532, runs on a read-only root file system (precompiled
+#                                       .pycs). Laid out by hack/images/python-root.sh (pip's downloads kept
+#                                       in ~/.cache/vllm-operator/pip-wheels; the first build needs PyPI)
 #
-#   build.sh [--profile debug|release] [--cargo] [pause|busybox|vllm-sim|operator ...]
+#   build.sh [--profile debug|release] [--cargo] [pause|busybox|vllm-sim|operator|hf-0.36|hf-2 ...]
 #
-# Default: all four, profile $VLLM_IMAGE_PROFILE or debug. --cargo first builds
+# Default: all six, profile $VLLM_IMAGE_PROFILE or debug. --cargo first builds
 # the Rust binaries (cargo build -p ...); without it a missing binary is an error
 # that names the cargo command. Prints one line per image: NAME ARCHIVE DIGEST.
 # An archive whose inputs did not change is not rebuilt.
@@ -36,11 +48,11 @@ while [ $# -gt 0 ]; do
   case $1 in
     --profile) profile=$2; shift 2 ;;
     --cargo) cargo=1; shift ;;
-    pause|busybox|vllm-sim|operator) want+=("$1"); shift ;;
-    *) die "unknown argument $1 (usage: build.sh [--profile debug|release] [--cargo] [pause|busybox|vllm-sim|operator ...])" ;;
+    pause|busybox|vllm-sim|operator|hf-0.36|hf-2) want+=("$1"); shift ;;
+    *) die "unknown argument $1 (usage: build.sh [--profile debug|release] [--cargo] [pause|busybox|vllm-sim|operator|hf-0.36|hf-2 ...])" ;;
   esac
 done
-[ ${#want[@]} -gt 0 ] || want=(pause busybox vllm-sim operator)
+[ ${#want[@]} -gt 0 ] || want=(pause busybox vllm-sim operator hf-0.36 hf-2)
 mkdir -p "$out"
 command -v python3 >/dev/null || die "python3 not found"
 
@@ -52,14 +64,16 @@ need_gcc() {
   fi
 }
 
-# image NAME BINARY OCI.PY-ARGS...: (re)builds target/images/<base>.tar unless its stamp matches.
+# image NAME BINARY OCI.PY-ARGS...: (re)builds target/images/<base>.tar unless its stamp matches
+# (<base>: the name without localhost/ and :dev, other tags after a dash: hf-0.36).
 image() {
   local name=$1 binary=$2; shift 2
-  local base=${name#localhost/}; base=${base%%:*}
+  local base=${name#localhost/}; base=${base%:dev}; base=${base//:/-}
   local tar=$out/$base.tar stamp=$out/$base.stamp key
   [ -x "$binary" ] || die "$binary not found"
-  # Inputs: the binary and the --extra files (size, mtime, inode), the libraries ldd lists for them,
-  # the contents of every file of the --tree directories, the recipe and its arguments.
+  # Inputs: the binary and the --extra files (size, mtime, inode), the libraries ldd lists for them
+  # and for the trees' shared objects, the contents of every file of the --tree directories, the
+  # recipe and its arguments.
   local a prev= extras=() trees=() t
   for a in "$@"; do
     case $prev:$a in
@@ -70,7 +84,10 @@ image() {
   done
   for t in "${trees[@]}"; do [ -d "$t" ] || die "$t is not a directory"; done
   key=$( { stat -c '%s %Y %i' "$binary" "${extras[@]}"
-           for a in "$binary" "${extras[@]}"; do ldd "$a" 2>/dev/null; done | awk '/=>/ {print $3} /^\t\// {print $1}' \
+           { for a in "$binary" "${extras[@]}"; do ldd "$a" 2>/dev/null; done
+             for t in "${trees[@]}"; do
+               find -L "$t" -type f \( -name '*.so' -o -name '*.so.*' \) -print0 | xargs -0 -r ldd 2>/dev/null
+             done; } | awk '/=>/ {print $3} /^\t\// {print $1}' \
              | sort -u | xargs -r stat -L -c '%n %s %Y'
            for t in "${trees[@]}"; do
              (cd "$t" && find -L . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum)
@@ -153,5 +170,15 @@ for w in "${want[@]}"; do
       image localhost/vllmservice-operator:dev "$b" \
         --dest "$d_dest" --entrypoint "$d_entry" --cmd "${d_cmd:-[]}" --user "$d_user" "${port_args[@]}" \
         --label org.opencontainers.image.title=vllmservice-operator ;;
+    hf-0.36|hf-2)
+      # The same interpreter and recipe for both; only the requirements differ.
+      root=$("$here/python-root.sh" "$here/hf/${w#hf-}.txt" "$out/$w.root") || die "laying out $w failed"
+      image "localhost/hf:${w#hf-}" /usr/bin/python3.11 --dest /usr/bin/python3 \
+        --entrypoint '["/usr/local/bin/hf"]' --user 65532:65532 --port 8080/tcp \
+        --extra "$root/usr/local/bin/hf:/usr/local/bin/hf" \
+        --extra "$root/usr/local/bin/stand-in-hub:/usr/local/bin/stand-in-hub" \
+        --tree "$root/usr/lib/python3.11:/usr/lib/python3.11" \
+        --tree "$root/usr/local/lib/python3.11:/usr/local/lib/python3.11" \
+        --tree "$repo/crates/vllm-sim/hub:/srv/hub" ;;
   esac
 done

@@ -4,7 +4,9 @@
 The layer holds the binary, the shared libraries `ldd` says it loads (none for
 a static binary), /etc/passwd and /etc/group naming the image's user, and /tmp;
 plus any --extra executables (and the libraries they load) and --tree
-directories of plain files (mode 0644, directories 0755: readable by any user).
+directories of plain files (mode 0644, directories 0755: readable by any user;
+a shared object in a tree, such as a Python extension module, brings the
+libraries it loads, as an --extra does).
 The archive (oci-layout, index.json, blobs/sha256/...) imports with
 `ctr -n k8s.io images import`: index.json carries the image's name in the
 `io.containerd.image.name` annotation.
@@ -53,6 +55,11 @@ def shared_libraries(binary):
         if m:
             libs.append(m.group(1))
     return sorted(set(libs))
+
+
+def is_elf(path):
+    with open(path, "rb") as f:
+        return f.read(4) == b"\x7fELF"
 
 
 def add_dir(tar, path, mode=0o755):
@@ -157,6 +164,12 @@ def main():
                     sys.exit(f"oci.py: --tree {tree}: {path} is not a plain file")
                 rel = os.path.relpath(path, src)
                 files[os.path.join(dest, rel)] = (path, 0o644)
+                if is_elf(path):
+                    # Libraries the tree carries itself (a wheel's bundled ones) are in it already.
+                    inside = os.path.realpath(src) + os.sep
+                    for lib in shared_libraries(path):
+                        if not os.path.realpath(lib).startswith(inside):
+                            files[lib] = (os.path.realpath(lib), 0o755)
     layer = layer_bytes(files, a.user)
 
     blobs = {}

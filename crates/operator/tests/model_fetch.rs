@@ -1,9 +1,12 @@
-//! Models fetched for the user (issue 17), on the local cluster's real node
-//! with the simulator's image: its `hf` command plays `hf download` against a
-//! fixture directory in the image that stands in for the Hugging Face Hub
-//! (the real Hub is not reachable from this machine), with the Hub client's
-//! own error texts for a gated repository, a missing repository and a missing
-//! revision (crates/vllm-sim/README.md).
+//! Models fetched for the user (issue 17), on the local cluster's real node, by
+//! the REAL `hf download` of huggingface_hub 0.36.2 and 2.4.0 (downloaderImage
+//! `localhost/hf:0.36` / `localhost/hf:2`, hack/images/build.sh) against a
+//! stand-in for the Hugging Face Hub served in the test's namespace
+//! (huggingFace.endpoint, common/hub.rs; the real Hub is not reachable from this
+//! machine): what the operator reads from the real clients' logs for a gated
+//! repository, a missing repository and a missing revision, with each client.
+//! vLLM itself is the simulator (`localhost/vllm-sim:dev`), serving what was
+//! downloaded.
 
 mod common;
 
@@ -24,7 +27,9 @@ use serde_json::{Value, json};
 use vllmservice_api::VLLMService;
 
 use common::{
-    Env, Operator, condition, is_available,
+    Env, Operator, condition,
+    hub::{self, CLIENTS},
+    is_available,
     sim::{MOUNT, model_pvc, pods_of, sim_service},
 };
 
@@ -45,16 +50,73 @@ async fn token_secret(env: &Env) {
         .unwrap();
 }
 
-/// A simulator service whose model is downloaded from `repo` at `revision` into `dir`.
-fn fetching(name: &str, dir: &str, repo: &str, revision: &str, token: bool) -> Value {
-    let mut vs = sim_service(name, "models", json!([]));
-    let mut hf = json!({"repo": repo, "revision": revision});
+/// Where downloads come from and what runs them: a client image of [`CLIENTS`] and the
+/// stand-in Hub's endpoint.
+#[derive(Clone, Copy)]
+struct Via<'a> {
+    client: &'a str,
+    endpoint: &'a str,
+}
+
+impl Via<'_> {
+    /// A `huggingFace` source of `repo` downloaded by this client from the stand-in Hub.
+    fn source(&self, repo: &str) -> Value {
+        json!({"repo": repo, "downloaderImage": self.client, "endpoint": self.endpoint})
+    }
+
+    /// `<base>-hf-0-36`, `<base>-hf-2`: an object or directory name per client.
+    fn name(&self, base: &str) -> String {
+        format!("{base}-{}", hub::short(self.client))
+    }
+}
+
+/// A simulator service on claim `pvc` whose model is downloaded from `repo` at `revision` into
+/// `dir`, by `via`'s client from the stand-in Hub.
+fn fetching(
+    name: &str,
+    pvc: &str,
+    dir: &str,
+    repo: &str,
+    revision: &str,
+    token: bool,
+    via: Via<'_>,
+) -> Value {
+    let mut vs = sim_service(name, pvc, json!([]));
+    let mut hf = via.source(repo);
+    hf["revision"] = json!(revision);
     if token {
         hf["tokenSecretRef"] = json!({"name": "hf-token", "key": "HF_TOKEN"});
     }
     vs["spec"]["modelPath"] = json!(format!("{MOUNT}/{dir}"));
     vs["spec"]["modelSource"] = json!({"huggingFace": hf});
     vs
+}
+
+/// The Jobs of `env` that VLLMService `owner` owns.
+async fn jobs_of(env: &Env, owner: &str) -> Vec<Job> {
+    env.api::<Job>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|j| j.owner_references().iter().any(|r| r.name == owner))
+        .collect()
+}
+
+/// The image a Job's container runs.
+fn job_image(job: &Job) -> String {
+    job.spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers[0]
+        .image
+        .clone()
+        .unwrap_or_default()
 }
 
 /// Every ModelReady reason of `name` the status goes through until `done`,
@@ -101,76 +163,118 @@ fn jobs_yaml(env: &Env) -> String {
     testkit::kubectl_ok(&["-n", &env.ns.name, "get", "jobs,pods,vllm", "-o", "yaml"])
 }
 
-/// A gated model with its token and a LoRA adapter, both from the Hub: the
-/// Job downloads them (ModelReady Downloading → Downloaded) before any pod
-/// exists, then vLLM serves the model and the adapter; the token reaches the
-/// download only through the Secret.
+/// With each client (hf 0.36 and 2), a gated model with its token and a LoRA
+/// adapter, both from the stand-in Hub: the Jobs run the client's image and
+/// download them (ModelReady Downloading → Downloaded) before any pod exists,
+/// then vLLM serves the model and the adapter; the token reaches the download
+/// only through the Secret. Each client has its own claim: a Job is shared by
+/// claim, directory, repository, revision and endpoint, not by image.
 #[tokio::test]
 async fn a_gated_model_and_an_adapter_are_downloaded_then_served() {
     let env = Env::new("fetch").await;
-    let _model = model_pvc(&env, "models").await;
+    let endpoint = hub::start(&env).await;
+    let vias = CLIENTS.map(|client| Via {
+        client,
+        endpoint: &endpoint,
+    });
+    let mut volumes = Vec::new();
+    for via in vias {
+        volumes.push(model_pvc(&env, &via.name("models")).await);
+    }
     token_secret(&env).await;
     let op = Operator::start(&env.ns.name).await;
-    let mut vs = fetching("qwen", "llama", GATED, "main", true);
-    vs["spec"]["loraAdapters"] =
-        json!([{"name": "sql-lora", "huggingFace": {"repo": "org/sql-lora"}}]);
-    vs["spec"]["engineArgs"] = json!({"maxLoras": 2, "maxLoraRank": 16});
-    env.create(vs).await;
-    let (reasons, trail, vs) = reasons_until(&env, "qwen", is_available).await;
-    assert_eq!(
-        reasons,
-        ["Downloading", "Downloaded"],
-        "ModelReady went:{trail}\n{}",
-        jobs_yaml(&env)
-    );
-    let status = vs.status.clone().unwrap();
-    assert_eq!(status.lora_adapters, ["sql-lora"]);
-    let (_, _, message) = condition(&vs, "ModelReady").unwrap();
-    assert!(
-        message.contains(GATED) && message.contains("/data/models/llama"),
-        "{message}"
-    );
-
-    // Two Jobs (model, adapter), both complete before the Deployment was made.
-    let jobs = env
-        .api::<Job>()
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items;
-    assert_eq!(jobs.len(), 2, "{}", jobs_yaml(&env));
-    let deployment = env.api::<Deployment>().get("qwen").await.unwrap();
-    let created = deployment.metadata.creation_timestamp.clone().unwrap().0;
-    for job in &jobs {
-        let done = job
-            .status
-            .as_ref()
-            .and_then(|s| s.completion_time.clone())
-            .unwrap()
-            .0;
+    for via in vias {
+        let name = via.name("qwen");
+        let mut vs = fetching(
+            &name,
+            &via.name("models"),
+            "llama",
+            GATED,
+            "main",
+            true,
+            via,
+        );
+        vs["spec"]["modelName"] = json!(name);
+        vs["spec"]["loraAdapters"] =
+            json!([{"name": "sql-lora", "huggingFace": via.source("org/sql-lora")}]);
+        vs["spec"]["engineArgs"] = json!({"maxLoras": 2, "maxLoraRank": 16});
+        env.create(vs).await;
+    }
+    // Watched together: each goes through Downloading while the other is watched.
+    let names = vias.map(|via| via.name("qwen"));
+    let runs = futures::future::join_all(
+        names
+            .iter()
+            .map(|name| reasons_until(&env, name, is_available)),
+    )
+    .await;
+    let mut uids = BTreeSet::new();
+    for ((via, name), (reasons, trail, vs)) in vias.iter().zip(&names).zip(runs) {
+        assert_eq!(
+            reasons,
+            ["Downloading", "Downloaded"],
+            "{name}: ModelReady went:{trail}\n{}\n-- stand-in Hub:\n{}",
+            jobs_yaml(&env),
+            hub::log(&env)
+        );
+        let status = vs.status.clone().unwrap();
+        assert_eq!(status.lora_adapters, ["sql-lora"]);
+        let (_, _, message) = condition(&vs, "ModelReady").unwrap();
         assert!(
-            done <= created,
-            "{} completed at {done}, Deployment made at {created}",
-            job.name_any()
+            message.contains(GATED) && message.contains("/data/models/llama"),
+            "{message}"
+        );
+
+        // Two Jobs (model, adapter), both the client's, both complete before the Deployment was made.
+        let jobs = jobs_of(&env, name).await;
+        assert_eq!(jobs.len(), 2, "{name}: {}", jobs_yaml(&env));
+        let deployment = env.api::<Deployment>().get(name).await.unwrap();
+        let created = deployment.metadata.creation_timestamp.clone().unwrap().0;
+        for job in &jobs {
+            assert_eq!(job_image(job), via.client, "{}", job.name_any());
+            let done = job
+                .status
+                .as_ref()
+                .and_then(|s| s.completion_time.clone())
+                .unwrap()
+                .0;
+            assert!(
+                done <= created,
+                "{} completed at {done}, Deployment made at {created}",
+                job.name_any()
+            );
+        }
+        uids.extend(jobs.iter().filter_map(|j| j.metadata.uid.clone()));
+    }
+    // The real clients asked the stand-in Hub (the simulator's hf asks no one) for each
+    // repository's revision.
+    let hub_log = hub::log(&env);
+    for repo in [GATED, "org/sql-lora"] {
+        assert!(
+            hub_log.contains(&format!(
+                "GET /api/models/{repo}/revision/main HTTP/1.1\" 200"
+            )),
+            "{repo}:\n{hub_log}"
         );
     }
 
     // After an operator restart the completed downloads are not run again.
     op.stop().await;
-    let uids: BTreeSet<String> = jobs.iter().filter_map(|j| j.metadata.uid.clone()).collect();
     let _op = Operator::start(&env.ns.name).await;
-    env.patch_spec(
-        "qwen",
-        json!({"monitoring": {"alerts": {"requestsWaiting": 11}}}),
-    )
-    .await;
-    let vs = env
-        .wait_for("qwen", "the new generation observed", |vs| {
-            vs.status.as_ref().and_then(|s| s.observed_generation) == vs.metadata.generation
-        })
+    for name in &names {
+        env.patch_spec(
+            name,
+            json!({"monitoring": {"alerts": {"requestsWaiting": 11}}}),
+        )
         .await;
-    assert_eq!(condition(&vs, "ModelReady").unwrap().1, "Downloaded");
-    assert!(is_available(&vs));
+        let vs = env
+            .wait_for(name, "the new generation observed", |vs| {
+                vs.status.as_ref().and_then(|s| s.observed_generation) == vs.metadata.generation
+            })
+            .await;
+        assert_eq!(condition(&vs, "ModelReady").unwrap().1, "Downloaded");
+        assert!(is_available(&vs));
+    }
     let after: BTreeSet<String> = env
         .api::<Job>()
         .list(&ListParams::default())
@@ -182,29 +286,27 @@ async fn a_gated_model_and_an_adapter_are_downloaded_then_served() {
         .collect();
     assert_eq!(uids, after, "no download ran again");
 
-    // vLLM (the simulator) serves the model and the adapter.
-    let pod = pods_of(&env, "qwen").await.remove(0);
-    let addr = format!("{}:8000", pod_ip(&pod));
-    let (code, models) = testkit::http_request(&addr, "GET", "/v1/models", None).unwrap();
-    assert_eq!(code, 200, "{models}");
-    let models: Value = serde_json::from_str(&models).unwrap();
-    let ids: BTreeSet<&str> = models["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|m| m["id"].as_str())
-        .collect();
-    assert_eq!(
-        ids,
-        BTreeSet::from([common::sim::MODEL, "sql-lora"]),
-        "{models}"
-    );
-    let request = json!({"model": "sql-lora", "prompt": "SELECT", "max_tokens": 3}).to_string();
-    let (code, body) =
-        testkit::http_request(&addr, "POST", "/v1/completions", Some(&request)).unwrap();
-    assert_eq!(code, 200, "{body}");
-    let answer: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(answer["model"], "sql-lora", "{answer}");
+    // vLLM (the simulator) serves each model and its adapter, from the files the client wrote.
+    for name in &names {
+        let pod = pods_of(&env, name).await.remove(0);
+        let addr = format!("{}:8000", pod_ip(&pod));
+        let (code, models) = testkit::http_request(&addr, "GET", "/v1/models", None).unwrap();
+        assert_eq!(code, 200, "{models}");
+        let models: Value = serde_json::from_str(&models).unwrap();
+        let ids: BTreeSet<&str> = models["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|m| m["id"].as_str())
+            .collect();
+        assert_eq!(ids, BTreeSet::from([name.as_str(), "sql-lora"]), "{models}");
+        let request = json!({"model": "sql-lora", "prompt": "SELECT", "max_tokens": 3}).to_string();
+        let (code, body) =
+            testkit::http_request(&addr, "POST", "/v1/completions", Some(&request)).unwrap();
+        assert_eq!(code, 200, "{body}");
+        let answer: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(answer["model"], "sql-lora", "{answer}");
+    }
 
     // The token is in no status, event, Job, pod or argument.
     let everything = [
@@ -214,47 +316,62 @@ async fn a_gated_model_and_an_adapter_are_downloaded_then_served() {
     ]
     .join("\n");
     assert!(!everything.contains(TOKEN), "the token leaked");
+    drop(volumes);
 }
 
 /// Each download failure says why in ModelReady and Available (with what to
-/// do), no pod starts; adding the missing token runs the download again.
+/// do), no pod starts, with each client (their logs differ: 0.36 a traceback,
+/// 2.x a one-line `Error: …` before it); adding the missing token runs the
+/// download again.
 #[tokio::test]
 async fn download_failures_give_their_reason_and_a_fix_runs_again() {
     let env = Env::new("fetch-fail").await;
+    let endpoint = hub::start(&env).await;
     let _model = model_pvc(&env, "models").await;
     token_secret(&env).await;
     let _op = Operator::start(&env.ns.name).await;
-    let cases = [
-        (
-            "gated",
-            fetching("gated", "gated", GATED, "main", false),
-            "GatedRepo",
-            "tokenSecretRef",
-        ),
-        (
-            "missing",
-            fetching("missing", "missing", "org/no-such-model", "main", false),
-            "RepoNotFound",
-            "modelSource.huggingFace.repo",
-        ),
-        (
-            "revision",
-            fetching("revision", "revision", PUBLIC, "no-such-branch", false),
-            "RevisionNotFound",
-            "modelSource.huggingFace.revision",
-        ),
-    ];
-    for (_, vs, _, _) in &cases {
+    let mut cases = Vec::new();
+    for client in CLIENTS {
+        let via = Via {
+            client,
+            endpoint: &endpoint,
+        };
+        for (base, repo, revision, reason, fix) in [
+            ("gated", GATED, "main", "GatedRepo", "tokenSecretRef"),
+            (
+                "missing",
+                "org/no-such-model",
+                "main",
+                "RepoNotFound",
+                "modelSource.huggingFace.repo",
+            ),
+            (
+                "revision",
+                PUBLIC,
+                "no-such-branch",
+                "RevisionNotFound",
+                "modelSource.huggingFace.revision",
+            ),
+        ] {
+            let name = via.name(base);
+            let vs = fetching(&name, "models", &name, repo, revision, false, via);
+            cases.push((name, client, vs, reason, fix));
+        }
+    }
+    for (_, _, vs, _, _) in &cases {
         env.create(vs.clone()).await;
     }
-    for (name, _, reason, fix) in &cases {
+    for (name, client, _, reason, fix) in &cases {
         let vs = env
-            .wait_for(name, &format!("ModelReady {reason}"), |vs| {
-                condition(vs, "ModelReady").is_some_and(|c| c.1 == *reason)
-            })
+            .wait_for_within(
+                name,
+                &format!("ModelReady {reason}"),
+                common::sim::START,
+                |vs| condition(vs, "ModelReady").is_some_and(|c| c.1 == *reason),
+            )
             .await;
         let (_, _, message) = condition(&vs, "ModelReady").unwrap();
-        eprintln!("{name}: ModelReady {reason}: {message}");
+        eprintln!("{name} ({client}): ModelReady {reason}: {message}");
         assert!(message.contains(fix), "{name}: {message}");
         let available = condition(&vs, "Available").unwrap();
         assert_eq!(
@@ -270,15 +387,40 @@ async fn download_failures_give_their_reason_and_a_fix_runs_again() {
                 .is_none(),
             "{name}: no pods before the model"
         );
+        let jobs = jobs_of(&env, name).await;
+        assert!(
+            jobs.iter().all(|j| job_image(j) == *client),
+            "{name}: {}",
+            jobs_yaml(&env)
+        );
     }
-    // The token added: the failed Job is replaced by one that succeeds.
-    env.patch_spec(
-        "gated",
-        json!({"modelSource": {"huggingFace": {"tokenSecretRef": {"name": "hf-token", "key": "HF_TOKEN"}}}}),
-    )
-    .await;
-    env.wait_for("gated", "Available after the token", is_available)
+    // The token added: the failed Job is replaced by one that succeeds, with each client.
+    for client in CLIENTS {
+        let name = Via {
+            client,
+            endpoint: &endpoint,
+        }
+        .name("gated");
+        env.patch_spec(
+            &name,
+            json!({"modelSource": {"huggingFace": {"tokenSecretRef": {"name": "hf-token", "key": "HF_TOKEN"}}}}),
+        )
         .await;
+    }
+    for client in CLIENTS {
+        let name = Via {
+            client,
+            endpoint: &endpoint,
+        }
+        .name("gated");
+        env.wait_for_within(
+            &name,
+            "Available after the token",
+            common::sim::START,
+            is_available,
+        )
+        .await;
+    }
 }
 
 /// Two services on one claim and path share one download; a new revision is
@@ -287,11 +429,17 @@ async fn download_failures_give_their_reason_and_a_fix_runs_again() {
 #[tokio::test]
 async fn a_shared_download_runs_once_and_a_new_revision_downloads_again() {
     let env = Env::new("fetch-share").await;
+    let endpoint = hub::start(&env).await;
+    // The newest client; the other downloads in this file's other tests.
+    let via = Via {
+        client: CLIENTS[1],
+        endpoint: &endpoint,
+    };
     let _model = model_pvc(&env, "models").await;
     let _op = Operator::start(&env.ns.name).await;
-    let mut b = fetching("b", "qwen", PUBLIC, "main", false);
+    let mut b = fetching("b", "models", "qwen", PUBLIC, "main", false, via);
     b["spec"]["modelName"] = json!("qwen-b");
-    env.create(fetching("a", "qwen", PUBLIC, "main", false))
+    env.create(fetching("a", "models", "qwen", PUBLIC, "main", false, via))
         .await;
     env.create(b).await;
     env.wait_for("a", "Available", is_available).await;
@@ -393,11 +541,16 @@ async fn a_shared_download_runs_once_and_a_new_revision_downloads_again() {
 #[tokio::test]
 async fn a_lora_adapter_vllm_cannot_load_is_diagnosed_with_the_fix() {
     let env = Env::new("fetch-lora").await;
+    let endpoint = hub::start(&env).await;
+    let via = Via {
+        client: CLIENTS[0],
+        endpoint: &endpoint,
+    };
     let _model = model_pvc(&env, "models").await;
     let _op = Operator::start(&env.ns.name).await;
     let mut big = sim_service("big", "models", json!([]));
     big["spec"]["loraAdapters"] =
-        json!([{"name": "big-lora", "huggingFace": {"repo": "org/big-lora"}}]);
+        json!([{"name": "big-lora", "huggingFace": via.source("org/big-lora")}]);
     big["spec"]["engineArgs"] = json!({"maxLoraRank": 16});
     let mut missing = sim_service("missing", "models", json!([]));
     missing["spec"]["loraAdapters"] =
