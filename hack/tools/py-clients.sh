@@ -4,7 +4,8 @@
 # machine from PyPI with the exact versions pinned in hack/tools/py-clients/
 # requirements.txt (the two clients and everything they pull in), in the cache
 # shared with the local control plane (hack/cluster/lib.sh), keyed by those
-# pins, this script and the Python version.
+# pins and the Python version (not by this script: a 3 GB install is not redone
+# for an edited comment).
 #
 #   hack/tools/py-clients.sh [--build]     make the venv when needed, print its path (last line)
 #   hack/tools/py-clients.sh PROGRAM ARGS  make it when needed, then exec the venv's PROGRAM
@@ -28,7 +29,7 @@ pyver=$("$python" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')
 # The pins were resolved on 3.11: other versions may lack some of these wheels.
 case $pyver in 3.11.*) ;; *) die "$python is Python $pyver; $reqs was resolved on Python 3.11" ;; esac
 
-key=$( (cat "$reqs" "$0"; echo "$pyver") | sha256sum | cut -c1-16)
+key=$( (cat "$reqs"; echo "$pyver") | sha256sum | cut -c1-16)
 venv="$(cluster_cache_root)/py-clients/$key"
 
 # A venv's scripts hold its absolute path, so it is made in place; the marker

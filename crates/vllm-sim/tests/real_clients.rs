@@ -33,7 +33,10 @@ impl Sim {
         let _ = std::fs::remove_dir_all(&model_dir);
         std::fs::create_dir_all(&model_dir).unwrap();
         std::fs::copy(
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/samples/fake-model/config.json"),
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../config/samples/fake-model/config.json"
+            ),
             model_dir.join("config.json"),
         )
         .unwrap();
@@ -43,9 +46,19 @@ impl Sim {
             .unwrap()
             .port();
         let mut child = Command::new(BIN)
-            .args(["--model", model_dir.to_str().unwrap(), "--served-model-name", MODEL])
+            .args([
+                "--model",
+                model_dir.to_str().unwrap(),
+                "--served-model-name",
+                MODEL,
+            ])
             .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--max-model-len", "4096", "--gpu-memory-utilization", "0.75"])
+            .args([
+                "--max-model-len",
+                "4096",
+                "--gpu-memory-utilization",
+                "0.75",
+            ])
             .args(["--max-num-seqs", "8"])
             .env_remove("VLLM_SIM_FAIL")
             .env_remove("VLLM_SIM_VLLM_VERSION")
@@ -90,7 +103,11 @@ impl Sim {
         while !self.output().contains("Application startup complete.")
             || TcpStream::connect(("127.0.0.1", self.port)).is_err()
         {
-            assert!(start.elapsed() < DEADLINE, "not serving:\n{}", self.output());
+            assert!(
+                start.elapsed() < DEADLINE,
+                "not serving:\n{}",
+                self.output()
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
     }
@@ -110,7 +127,8 @@ impl Sim {
         .unwrap();
         let mut text = String::new();
         s.read_to_string(&mut text).unwrap();
-        let prefix = format!("vllm:request_success_total{{engine=\"0\",finished_reason=\"{reason}\"");
+        let prefix =
+            format!("vllm:request_success_total{{engine=\"0\",finished_reason=\"{reason}\"");
         text.lines()
             .find(|l| l.starts_with(&prefix))
             .and_then(|l| l.rsplit(' ').next())

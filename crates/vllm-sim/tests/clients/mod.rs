@@ -133,7 +133,9 @@ fn run(mut cmd: Command, what: &str, limit: Duration, scratch: &Scratch) -> Stri
     match status {
         Some(s) if s.success() => stdout,
         Some(s) => panic!("{what} failed ({s}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}"),
-        None => panic!("{what} still running after {limit:?}, killed:\n--- stdout\n{stdout}\n--- stderr\n{stderr}"),
+        None => panic!(
+            "{what} still running after {limit:?}, killed:\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+        ),
     }
 }
 
@@ -145,7 +147,8 @@ pub fn openai_check(base_url: &str, model: &str) -> Value {
     let venv = venv();
     let scratch = Scratch::new("openai");
     let mut cmd = offline(&venv, "python", &scratch);
-    cmd.arg(here().join("openai_check.py")).args([base_url, model]);
+    cmd.arg(here().join("openai_check.py"))
+        .args([base_url, model]);
     let stdout = run(cmd, "openai_check", Duration::from_secs(120), &scratch);
     let last = stdout.lines().last().unwrap_or_default();
     serde_json::from_str(last)
@@ -222,7 +225,11 @@ pub fn assert_all_completed(report: &Value, requests: u32) {
         let id = r["response_id"].as_str().unwrap_or_default();
         assert!(id.starts_with("chatcmpl-"), "response id {id:?}: {r}");
         assert_eq!(
-            r["output"].as_str().unwrap_or_default().split_whitespace().count(),
+            r["output"]
+                .as_str()
+                .unwrap_or_default()
+                .split_whitespace()
+                .count(),
             OUTPUT_TOKENS as usize,
             "{r}"
         );
