@@ -11,11 +11,14 @@
 #   hack/tools/py-clients.sh PROGRAM ARGS  make it when needed, then exec the venv's PROGRAM
 #                                          (python, guidellm, ...)
 #
-# Measured on the 2-core test machine (openai 3.63.0, guidellm 0.8.1, Python 3.11.7):
-#   download  3.1 GB of wheels (torch 539 MB and its CUDA libraries: guidellm
-#             requires torch, and torch from PyPI does not import without them)
-#   cold      2 min 36 s (nothing cached; pip keeps no cache on this machine)
-#   warm      0.1 s (the venv exists: only this check)
+# Measured on the 2-core test machine (openai 3.63.0, guidellm 0.8.1, Python 3.11.7,
+# 101 packages):
+#   download  3.1 GB of wheels (torch 539 MB, nvidia-cudnn 519 MB, nvidia-cublas
+#             405 MB, triton 286 MB, ...: guidellm requires torch, and torch from
+#             PyPI does not import without its CUDA libraries, even on a CPU)
+#   cold      2 min 36 s and 5 min 16 s, two installs beside a cluster test run
+#             (load up to 11); pip keeps no cache here: each cold install downloads
+#   warm      0.2 s (the venv exists: only this check)
 #   disk      6.0 GB (nvidia-* 3.0 GB, torch 1.2 GB, triton 1.0 GB)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

@@ -149,6 +149,7 @@ impl Drop for Sim {
 /// by the script; here what it saw is matched against the simulator.
 #[test]
 fn openai_sdk_lists_chats_streams_and_completes() {
+    clients::venv(); // fails first, with what to run, when the clients are missing
     let sim = Sim::start("openai");
     let seen = clients::openai_check(&sim.base_url(), MODEL);
     assert_eq!(seen["models"], serde_json::json!([MODEL]), "{seen}");
@@ -170,6 +171,7 @@ fn openai_sdk_lists_chats_streams_and_completes() {
 #[test]
 fn guidellm_benchmark_completes_every_request() {
     const REQUESTS: u32 = 20;
+    clients::venv();
     let sim = Sim::start("guidellm");
     let report = clients::guidellm(&sim.base_url(), MODEL, REQUESTS, 10);
     clients::assert_all_completed(&report, REQUESTS);
