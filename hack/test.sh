@@ -16,6 +16,9 @@ mkdir -p target
 echo "== the shipped operator binary (hack/images/shipped.sh: musl, static, dist), in the background" >&2
 hack/images/shipped.sh >target/shipped.log 2>&1 &
 shipped=$!
+echo "== the Python clients (hack/tools/py-clients.sh: openai and guidellm, a venv made once per machine from PyPI), in the background" >&2
+hack/tools/py-clients.sh --build >target/py-clients.log 2>&1 &
+py_clients=$!
 
 echo "== cargo fmt --check" >&2
 cargo fmt --all -- --check
@@ -49,6 +52,11 @@ VLLM_OPERATOR_BINARY=$(tail -n 1 target/shipped.log)
 export VLLM_OPERATOR_BINARY
 echo "== the real node's operator image from $VLLM_OPERATOR_BINARY" >&2
 hack/cluster/cluster.sh load-images
+
+echo "== waiting for the Python clients" >&2
+wait "$py_clients" || { tail -n 30 target/py-clients.log >&2; echo "hack/tools/py-clients.sh failed (log: target/py-clients.log)" >&2; exit 1; }
+VLLM_PY_CLIENTS=$(tail -n 1 target/py-clients.log)
+export VLLM_PY_CLIENTS
 
 echo "== cargo test" >&2
 cargo test --workspace --no-fail-fast "$@"
