@@ -209,24 +209,21 @@ fn install_crds_on(kubeconfig: &Path) {
             dir,
         ],
     );
-    wait_established(kubeconfig, dir);
+    wait_established(kubeconfig, &[dir]);
 }
 
-/// `kubectl wait --for=condition=Established` on the CRDs in `path`, again while
-/// it fails only because a CRD just created has no status conditions yet
+/// `kubectl wait --for=condition=Established` on the CRDs in `paths`, again
+/// while it fails only because a CRD just created has no status conditions yet
 /// (".status.conditions accessor error").
-fn wait_established(kubeconfig: &Path, path: &str) {
-    let args = [
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "-f",
-        path,
-    ];
+fn wait_established(kubeconfig: &Path, paths: &[&str]) {
+    let mut args = vec!["wait", "--for=condition=Established", "--timeout=60s"];
+    for path in paths {
+        args.extend(["-f", path]);
+    }
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         let out = kubectl_command(kubeconfig)
-            .args(args)
+            .args(&args)
             .output()
             .expect("kubectl runs");
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -345,7 +342,6 @@ fn install_third_party_crds_on(kubeconfig: &Path, which: ThirdParty) {
         "--force-conflicts",
         "--field-manager=testkit",
     ]);
-    let wait = with_files(&["wait", "--for=condition=Established", "--timeout=60s"]);
     let mut last = String::new();
     for attempt in 0..5 {
         if attempt > 0 {
@@ -356,8 +352,8 @@ fn install_third_party_crds_on(kubeconfig: &Path, which: ThirdParty) {
             .output()
             .expect("kubectl runs");
         if out.status.success() {
-            let args: Vec<&str> = wait.iter().map(String::as_str).collect();
-            kubectl_ok_on(kubeconfig, &args);
+            let files: Vec<&str> = files.iter().map(String::as_str).collect();
+            wait_established(kubeconfig, &files);
             return;
         }
         last = String::from_utf8_lossy(&out.stderr).into_owned();
