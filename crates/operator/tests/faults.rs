@@ -2676,12 +2676,14 @@ async fn no_secret_value_appears_in_events_or_status() {
         fx.create(vs).await;
     }
     // And a download of a gated model with the Secret's token (which the
-    // fixture Hub refuses): the Job gets the token, its log and the failure
-    // reach status and events.
+    // stand-in Hub refuses), by the real hf 2.x with the Job's HF_DEBUG: the
+    // Job gets the token, its log and the failure reach status and events.
+    let hub = common::hub::start(&fx.client, &fx.ns).await;
     let mut fetch = common::sim::sim_service("log-download", "simmodels", json!([]));
     fetch["spec"]["modelPath"] = json!(format!("{}/gated", common::sim::MOUNT));
     fetch["spec"]["modelSource"] = json!({"huggingFace": {
         "repo": "meta-llama/Llama-3.1-8B-Instruct",
+        "downloaderImage": "localhost/hf:2", "endpoint": hub,
         "tokenSecretRef": {"name": "hf", "key": "token"}}});
     fx.create(fetch).await;
     let started = Instant::now();
@@ -2790,7 +2792,7 @@ async fn no_secret_value_appears_in_events_or_status() {
         }
     }
     report.injected = format!(
-        "env with a secretKeyRef and a literal HF_TOKEN, one crash-looping, one unschedulable, two whose vLLM log quotes each value (real node), a gated download with the Secret's token (refused; real node); {} events, 6 statuses, the Jobs and pods searched",
+        "env with a secretKeyRef and a literal HF_TOKEN, one crash-looping, one unschedulable, two whose vLLM log quotes each value (real node), a gated download by the real hf 2.x with the Secret's token (refused by the stand-in Hub; real node); {} events, 6 statuses, the Jobs and pods searched",
         events.items.len()
     );
     report.converged = true;

@@ -172,7 +172,7 @@ fn jobs_yaml(env: &Env) -> String {
 #[tokio::test]
 async fn a_gated_model_and_an_adapter_are_downloaded_then_served() {
     let env = Env::new("fetch").await;
-    let endpoint = hub::start(&env).await;
+    let endpoint = hub::start(&env.client, &env.ns.name).await;
     let vias = CLIENTS.map(|client| Via {
         client,
         endpoint: &endpoint,
@@ -326,7 +326,7 @@ async fn a_gated_model_and_an_adapter_are_downloaded_then_served() {
 #[tokio::test]
 async fn download_failures_give_their_reason_and_a_fix_runs_again() {
     let env = Env::new("fetch-fail").await;
-    let endpoint = hub::start(&env).await;
+    let endpoint = hub::start(&env.client, &env.ns.name).await;
     let _model = model_pvc(&env, "models").await;
     token_secret(&env).await;
     let _op = Operator::start(&env.ns.name).await;
@@ -429,7 +429,7 @@ async fn download_failures_give_their_reason_and_a_fix_runs_again() {
 #[tokio::test]
 async fn a_shared_download_runs_once_and_a_new_revision_downloads_again() {
     let env = Env::new("fetch-share").await;
-    let endpoint = hub::start(&env).await;
+    let endpoint = hub::start(&env.client, &env.ns.name).await;
     // The newest client; the other downloads in this file's other tests.
     let via = Via {
         client: CLIENTS[1],
@@ -541,7 +541,7 @@ async fn a_shared_download_runs_once_and_a_new_revision_downloads_again() {
 #[tokio::test]
 async fn a_lora_adapter_vllm_cannot_load_is_diagnosed_with_the_fix() {
     let env = Env::new("fetch-lora").await;
-    let endpoint = hub::start(&env).await;
+    let endpoint = hub::start(&env.client, &env.ns.name).await;
     let via = Via {
         client: CLIENTS[0],
         endpoint: &endpoint,

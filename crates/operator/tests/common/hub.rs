@@ -76,19 +76,18 @@ fn service() -> Value {
     })
 }
 
-/// Starts the Hub in `env`'s namespace and returns its endpoint, `http://<ClusterIP>:8080`, once
+/// Starts the Hub in namespace `ns` and returns its endpoint, `http://<ClusterIP>:8080`, once
 /// the Hub answers there as the Hub does (a known repo's revision info, 200). Fails with the
 /// pod's description when it does not (an image not loaded: hack/cluster/cluster.sh load-images).
-pub async fn start(env: &Env) -> String {
+pub async fn start(client: &kube::Client, ns: &str) -> String {
     testkit::require_real_node();
     let deployment: Deployment = serde_json::from_value(deployment()).unwrap();
-    env.api::<Deployment>()
+    kube::Api::<Deployment>::namespaced(client.clone(), ns)
         .create(&PostParams::default(), &deployment)
         .await
         .expect("the stand-in Hub's Deployment");
     let service: Service = serde_json::from_value(service()).unwrap();
-    let service = env
-        .api::<Service>()
+    let service = kube::Api::<Service>::namespaced(client.clone(), ns)
         .create(&PostParams::default(), &service)
         .await
         .expect("the stand-in Hub's Service");
@@ -114,7 +113,7 @@ pub async fn start(env: &Env) -> String {
     if answered.is_err() {
         let describe = testkit::kubectl(&[
             "-n",
-            &env.ns.name,
+            ns,
             "describe",
             "pods",
             "-l",

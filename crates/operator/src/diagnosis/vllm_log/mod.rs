@@ -111,8 +111,9 @@ pub fn diagnose(log: &str, ended: &Ended, facts: &Facts) -> Option<Diagnosis> {
         .iter()
         .any(|l| l.contains("Application startup complete"));
     // A SIGTERM while loading: vLLM's signal handler raises KeyboardInterrupt("terminated")
-    // in the API server (vllm/entrypoints/openai/api_server.py, `signal_handler`); uncaught, it
-    // ends the process with 130 (Python's exit for KeyboardInterrupt) and its traceback.
+    // in the API server (0.18 `entrypoints/openai/api_server.py:544`, `signal_handler`; 0.34
+    // `entrypoints/launchers/api_server/entry.py:171`, `_interrupt_init`); uncaught, it ends
+    // the process with 130 (Python's exit for KeyboardInterrupt) and its traceback.
     let killed = lines
         .iter()
         .any(|l| l.contains("KeyboardInterrupt: terminated"));
