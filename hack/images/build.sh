@@ -6,10 +6,8 @@
 #   localhost/vllm-sim:dev              target/<profile>/vllm-sim   (entrypoint /usr/local/bin/vllm-sim, user 65532, port 8000),
 #                                       plus /bin/busybox (static) so that tests can `kubectl exec` into
 #                                       the simulator's container (df /dev/shm, /proc/mounts, a write to
-#                                       the read-only model mount, env); vLLM's real image has a shell too;
-#                                       plus target/<profile>/hf at /usr/local/bin/hf (the simulator of
-#                                       huggingface_hub's `hf download`, as vLLM's image has the real one)
-#                                       and its fixture Hub, crates/vllm-sim/hub, at /srv/hub
+#                                       the read-only model mount, env); vLLM's real image has a shell too.
+#                                       No `hf`: the download tests set downloaderImage to the real one below
 #   localhost/busybox:dev               Debian's busybox-static (/bin/busybox): sh, httpd, nc, wget for
 #                                       tests and debugging; entrypoint /bin/busybox, user 65532
 #   localhost/vllmservice-operator:dev  $VLLM_OPERATOR_BINARY if set (hack/test.sh sets it to the binary
@@ -146,12 +144,11 @@ for w in "${want[@]}"; do
       image localhost/busybox:dev /bin/busybox --dest /bin/busybox --entrypoint '["/bin/busybox"]' \
         --cmd '["sh"]' --user 65532:65532 ;;
     vllm-sim)
-      b=$(cargo_bin vllm-sim vllm-sim hf) || exit 1
+      b=$(cargo_bin vllm-sim vllm-sim) || exit 1
       need_busybox
       image localhost/vllm-sim:dev "$b" --dest /usr/local/bin/vllm-sim \
         --entrypoint '["/usr/local/bin/vllm-sim"]' --user 65532:65532 --port 8000/tcp \
-        --extra /bin/busybox:/bin/busybox --extra "$(dirname "$b")/hf:/usr/local/bin/hf" \
-        --tree "$repo/crates/vllm-sim/hub:/srv/hub" ;;
+        --extra /bin/busybox:/bin/busybox ;;
     operator)
       # Entrypoint, cmd, user and ports are read from the Dockerfile's last stage,
       # so both builds give the same image configuration.

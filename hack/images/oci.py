@@ -17,7 +17,7 @@ the same manifest digest, so the importer can skip an unchanged image.
   oci.py --name localhost/vllm-sim:dev --binary target/debug/vllm-sim \
          --dest /usr/local/bin/vllm-sim --entrypoint '["/usr/local/bin/vllm-sim"]' \
          --cmd '[]' --user 65532:65532 --port 8000/tcp --env K=V \
-         [--extra /bin/busybox:/bin/busybox] [--extra target/debug/hf:/usr/local/bin/hf] \
+         [--extra /bin/busybox:/bin/busybox] \
          [--tree crates/vllm-sim/hub:/srv/hub] --out image.tar
 
 Prints the manifest digest.
