@@ -426,6 +426,22 @@ fn lora_adapter(lines: &[&str]) -> Option<Diagnosis> {
 }
 
 fn unrecognized_argument(lines: &[&str]) -> Option<Diagnosis> {
+    // argparse takes a unique prefix for a flag; one that several flags start with is refused:
+    // "vllm serve: error: ambiguous option: --max could match --max-model-len, ...".
+    if let Some(what) = lines
+        .iter()
+        .rev()
+        .find_map(|l| l.split_once("ambiguous option: ").map(|(_, w)| w.trim()))
+    {
+        return Some(Diagnosis {
+            reason: "UnrecognizedArgument",
+            message: format!(
+                "vLLM cannot tell which flag is meant ({}): spell it out in full in \
+                 engineArgs.extraArgs",
+                quote(what)
+            ),
+        });
+    }
     let flags = lines.iter().rev().find_map(|l| {
         l.split_once("unrecognized arguments: ")
             .map(|(_, f)| f.trim())

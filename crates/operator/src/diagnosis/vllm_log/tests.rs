@@ -462,3 +462,18 @@ fn an_engine_that_died_while_serving_names_the_cause_whatever_the_exit_code() {
         None
     );
 }
+
+#[test]
+fn an_ambiguous_abbreviation_names_the_candidates() {
+    // vLLM 0.34's argparse (allow_abbrev) for a prefix of several flags.
+    let log = "usage: vllm serve [model_tag] [options]\n\
+               vllm serve: error: ambiguous option: --max-num could match --max-num-seqs, \
+               --max-num-batched-tokens, --max-num-partial-prefills\n";
+    let d = diagnose(log, &failed(2), &facts()).unwrap();
+    assert_eq!(d.reason, "UnrecognizedArgument");
+    assert!(
+        d.message.contains("--max-num could match --max-num-seqs") && d.message.contains("in full"),
+        "{}",
+        d.message
+    );
+}
