@@ -1121,7 +1121,7 @@ pub struct VLLMServiceStatus {
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = schema::unwrap_doc_lines)]
 pub struct EngineStatus {
-    /// The vLLM version ("vLLM API server version ...").
+    /// The vLLM version its start-up log names (the banner's "version", or "LLM engine (v...)").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
 
