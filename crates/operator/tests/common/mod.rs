@@ -240,8 +240,15 @@ impl Env {
                 return vs;
             }
             if tokio::time::Instant::now() >= deadline {
+                // Whether the controller still ran, and whether a reconcile hangs: a
+                // status stuck at its first write has been seen without either known.
+                let m = &self.operator.metrics;
                 panic!(
-                    "timed out waiting for {what}; last status:\n{}",
+                    "timed out waiting for {what} (the operator's reconciles: {} started, {} in \
+                     flight; the controller task running: {}); last status:\n{}",
+                    m.reconciles.get(),
+                    m.reconciles_in_flight.get(),
+                    self.operator.is_running(),
                     serde_json::to_string_pretty(&vs.status).unwrap()
                 );
             }
