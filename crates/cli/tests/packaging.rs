@@ -736,7 +736,12 @@ async fn admission_policy_keeps_privileged_services_to_allowed_namespaces() {
     let allowed = TestNamespace::new(&client, "vap-allowed").await;
     let checked = TestNamespace::new(&client, "vap-checked").await;
     // Only these two namespaces are checked: other tests' services stay out of it.
-    let mark = testkit::random_suffix();
+    // Digits only: `--set` makes a number of it, which the chart must still render as the
+    // string a label value is (a suffix that happened to be all digits once failed here).
+    let mark: String = testkit::random_suffix()
+        .bytes()
+        .map(|b| char::from(b'0' + b % 10))
+        .collect();
     for ns in [&allowed.name, &checked.name] {
         testkit::kubectl_ok(&["label", "namespace", ns, &format!("vap-test={mark}")]);
     }
