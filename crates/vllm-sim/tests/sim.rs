@@ -1067,14 +1067,14 @@ fn headless_worker_node_serves_nothing_and_ends_on_sigterm() {
             "--node-rank",
             "1",
             "--master-addr",
-            "10.0.0.7",
+            "198.18.0.7",
             "-pp",
             "2",
         ],
         &[],
     );
     sim.wait_log(
-        "Launching vLLM (v0.34.0) headless multiproc executor, with head node address 10.0.0.7:29501 for \
+        "Launching vLLM (v0.34.0) headless multiproc executor, with head node address 198.18.0.7:29501 for \
          torch.distributed process group.",
     );
     assert!(
