@@ -230,18 +230,32 @@ fn token_id(word: &str) -> u64 {
     WORDS.len() as u64 + h % 100_000
 }
 
-/// `POST /tokenize` (`prompt` or chat `messages`): vLLM's TokenizeResponse, with the
-/// simulator's tokens (whitespace-separated words, as counted for `usage`).
-async fn tokenize(State(app): State<Arc<App>>, body: Bytes) -> Response {
-    let req: Value = match serde_json::from_slice(&body) {
+/// The body of a `/tokenize` or `/detokenize` request: a JSON object whose
+/// `model`, if given, is one this server serves.
+fn tokenizer_request(app: &App, body: &[u8]) -> Result<Value, Box<Response>> {
+    let req: Value = match serde_json::from_slice(body) {
         Ok(v @ Value::Object(_)) => v,
-        _ => return bad_request("Invalid JSON body: expected an object"),
+        _ => {
+            return Err(Box::new(bad_request(
+                "Invalid JSON body: expected an object",
+            )));
+        }
     };
     if let Some(model) = req.get("model").and_then(Value::as_str)
         && !app.serves(model)
     {
-        return model_not_found(model);
+        return Err(Box::new(model_not_found(model)));
     }
+    Ok(req)
+}
+
+/// `POST /tokenize` (`prompt` or chat `messages`): vLLM's TokenizeResponse, with the
+/// simulator's tokens (whitespace-separated words, as counted for `usage`).
+async fn tokenize(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    let req = match tokenizer_request(&app, &body) {
+        Ok(req) => req,
+        Err(response) => return *response,
+    };
     let text = if let Some(msgs) = req.get("messages").and_then(Value::as_array) {
         let parts: Vec<String> = msgs
             .iter()
@@ -263,15 +277,10 @@ async fn tokenize(State(app): State<Arc<App>>, body: Bytes) -> Response {
 
 /// `POST /detokenize` (`tokens`): the generated words the ids stand for (`token_text`).
 async fn detokenize(State(app): State<Arc<App>>, body: Bytes) -> Response {
-    let req: Value = match serde_json::from_slice(&body) {
-        Ok(v @ Value::Object(_)) => v,
-        _ => return bad_request("Invalid JSON body: expected an object"),
+    let req = match tokenizer_request(&app, &body) {
+        Ok(req) => req,
+        Err(response) => return *response,
     };
-    if let Some(model) = req.get("model").and_then(Value::as_str)
-        && !app.serves(model)
-    {
-        return model_not_found(model);
-    }
     let Some(ids) = req
         .get("tokens")
         .and_then(Value::as_array)
